@@ -1,0 +1,55 @@
+-- A client's last waiter for a lock gave up: unregister the client, and if the lock had just
+-- been handed off to it, pass the hand-off on so the queue never waits for a client that left.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the unlock channel
+-- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
+-- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
+-- KEYS[5]  the hand-off reservation (string: wake id)
+-- ARGV[1]  the leaving client's wake id
+-- ARGV[2]  how long a hand-off reservation lasts, in ms
+-- ARGV[3]  the unlock message ("0")
+--
+-- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
+local queue_type = redis.call('type', KEYS[3])['ok']
+local alive_type = redis.call('type', KEYS[4])['ok']
+local reservation_type = redis.call('type', KEYS[5])['ok']
+if queue_type ~= 'zset' or alive_type ~= 'hash' or
+    (reservation_type ~= 'none' and reservation_type ~= 'string') then
+    return 0
+end
+redis.call('zrem', KEYS[3], ARGV[1])
+redis.call('hdel', KEYS[4], ARGV[1])
+if redis.call('get', KEYS[5]) ~= ARGV[1] then
+    return 0
+end
+redis.call('del', KEYS[5])
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+local function pick_next()
+    local now = redis.call('time')
+    local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
+    for _ = 1, 16 do
+        local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+        if not head then
+            return nil
+        end
+        local alive = tonumber(redis.call('hget', KEYS[4], head))
+        redis.call('zrem', KEYS[3], head)
+        redis.call('hdel', KEYS[4], head)
+        if alive and alive >= now_ms then
+            return head
+        end
+    end
+    return nil
+end
+
+local next = pick_next()
+if next then
+    redis.call('set', KEYS[5], next, 'PX', ARGV[2])
+    redis.call('publish', KEYS[2], next)
+end
+redis.call('publish', KEYS[2], ARGV[3])
+return 1

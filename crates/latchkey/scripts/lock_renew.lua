@@ -1,0 +1,23 @@
+-- Renew (or only check) a batch of held locks in one call: the watchdog's script.
+--
+-- KEYS[i]        lock hash i
+-- ARGV[2i - 1]   owner field of lock i
+-- ARGV[2i]       lease in milliseconds for lock i; 0 checks ownership without extending it
+--
+-- Returns one integer per lock: 1 when the owner still holds it, 0 when it is gone
+-- (expired, deleted, taken over or replaced by a key of another type). Never writes to a key
+-- that is not a hash held by the given owner.
+local result = {}
+for i, key in ipairs(KEYS) do
+    local field = ARGV[2 * i - 1]
+    local lease = tonumber(ARGV[2 * i])
+    local held = 0
+    if redis.call('type', key)['ok'] == 'hash' and redis.call('hexists', key, field) == 1 then
+        held = 1
+        if lease > 0 then
+            redis.call('pexpire', key, lease)
+        end
+    end
+    result[i] = held
+end
+return result

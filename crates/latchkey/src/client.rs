@@ -1,0 +1,428 @@
+//! The client: connections, configuration and the background tasks every primitive shares.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::pubsub::Hub;
+use crate::watchdog::{self, Registry};
+
+/// The longest object name latchkey accepts, in bytes.
+///
+/// Longer names are rejected with [`Error::InvalidArgument`] before anything is sent.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// The longest lease latchkey accepts (365 days).
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it, and a
+/// shorter period cannot be kept on a loaded machine.
+pub const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Settings of a [`Client`], made with [`Client::builder`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = latchkey::Client::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .command_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct ClientBuilder {
+    url: String,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) subscription_linger: Duration,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("url", &redact(&self.url))
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("subscription_linger", &self.subscription_linger)
+            .finish()
+    }
+}
+
+/// Hides a password in a URL for logs and `Debug`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl ClientBuilder {
+    fn new(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            url: url.into(),
+            watchdog_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(3),
+            command_timeout: Duration::from_secs(3),
+            subscription_linger: Duration::from_secs(1),
+        }
+    }
+
+    /// The lease of a lock taken without an explicit lease (default 30 s). The watchdog renews
+    /// such locks every third of it for as long as they are held. At least
+    /// [`MIN_WATCHDOG_TIMEOUT`].
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How long connecting may take before it fails with [`Error::Timeout`] (default 3 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command may take before it fails with [`Error::Timeout`] (default 3 s).
+    pub fn command_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// How long an unused pub/sub subscription is kept before it is dropped (default 1 s), so
+    /// that waiters that come and go on a busy lock do not subscribe and unsubscribe each time.
+    pub fn subscription_linger(mut self, linger: Duration) -> ClientBuilder {
+        self.subscription_linger = linger;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.watchdog_timeout < MIN_WATCHDOG_TIMEOUT {
+            return Err(Error::invalid(
+                "watchdog timeout",
+                format!(
+                    "{:?} is too short for renewal every third of it to keep up; use at least {:?}",
+                    self.watchdog_timeout, MIN_WATCHDOG_TIMEOUT
+                ),
+            ));
+        }
+        if self.watchdog_timeout > MAX_LEASE {
+            return Err(Error::invalid(
+                "watchdog timeout",
+                format!(
+                    "{:?} is longer than the maximum lease {:?}",
+                    self.watchdog_timeout, MAX_LEASE
+                ),
+            ));
+        }
+        for (what, value) in [
+            ("connect timeout", self.connect_timeout),
+            ("command timeout", self.command_timeout),
+        ] {
+            if value.is_zero() || value > Duration::from_secs(3600) {
+                return Err(Error::invalid(
+                    what,
+                    format!("{value:?} is out of range; use more than zero and at most one hour"),
+                ));
+            }
+        }
+        if self.subscription_linger > Duration::from_secs(3600) {
+            return Err(Error::invalid(
+                "subscription linger",
+                "use at most one hour".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Connects to Redis and starts the client's background tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connection and starts no task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for bad settings, [`Error::Config`] for an unusable URL,
+    /// [`Error::Timeout`] or [`Error::Unreachable`] when Redis cannot be reached within the
+    /// connect timeout, [`Error::AuthFailed`] for refused credentials.
+    pub async fn connect(self) -> Result<Client> {
+        self.validate()?;
+        let redis_client = redis::Client::open(self.url.as_str()).map_err(|e| Error::Config {
+            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
+        })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.command_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let connecting = ConnectionManager::new_with_config(redis_client.clone(), manager_config);
+        let manager = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(manager)) => manager,
+            Ok(Err(e)) => return Err(Error::from_redis(e, "connecting", "", self.connect_timeout)),
+            Err(_) => {
+                return Err(Error::Timeout {
+                    timeout: self.connect_timeout,
+                    context: "connecting",
+                })
+            }
+        };
+        let conn = Conn::new(manager, self.command_timeout);
+        Ok(Client::start(self, conn, redis_client))
+    }
+}
+
+/// A connection to Redis shared by every lock, synchronizer and queue made from it.
+///
+/// Cheap to clone (an `Arc` inside). Each client has a random id (UUID v4 from the OS random
+/// number generator) that names it as an owner, one command connection, one pub/sub
+/// connection shared by every waiter, and one watchdog task that renews every lock it holds.
+/// The background tasks stop when the last clone of the client, and of every handle and guard
+/// made from it, is dropped.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let lock = client.lock("orders:1001");
+/// let guard = lock.lock().await?;
+/// // … the critical section …
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: String,
+    /// This client's wake id: the number lock releases publish to hand a lock to one of its
+    /// waiters (see `scripts/lock_release.lua`). At least 2, below 2^63, so that Redisson
+    /// clients, which read lock messages as Java longs, ignore it.
+    pub(crate) wake_id: u64,
+    pub(crate) conn: Conn,
+    pub(crate) config: ClientBuilder,
+    pub(crate) hub: Hub,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) background: mpsc::UnboundedSender<watchdog::Task>,
+    handles: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects with default settings; see [`Client::builder`] for the others.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, like [`ClientBuilder::connect`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ClientBuilder::connect`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(url: impl Into<String>) -> Result<Client> {
+        Client::builder(url).connect().await
+    }
+
+    /// Starts a [`ClientBuilder`] for the given `redis://` URL.
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    fn start(config: ClientBuilder, conn: Conn, redis_client: redis::Client) -> Client {
+        let shutdown = CancellationToken::new();
+        let registry = Arc::new(Registry::new());
+        let id = uuid::Uuid::new_v4();
+        let wake_id = 2 + ((id.as_u128() >> 66) as u64);
+        let background = watchdog::start(
+            conn.clone(),
+            registry.clone(),
+            config.watchdog_timeout,
+            config.command_timeout,
+            shutdown.clone(),
+        );
+        let hub = Hub::start(
+            redis_client,
+            &config,
+            wake_id,
+            background.clone(),
+            shutdown.clone(),
+        );
+        Client {
+            inner: Arc::new(Inner {
+                id: id.to_string(),
+                wake_id,
+                conn,
+                config,
+                hub,
+                registry,
+                background,
+                handles: AtomicU64::new(1),
+                shutdown,
+            }),
+        }
+    }
+
+    /// This client's random id, the first half of every owner id it uses.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The lease given to locks taken without one, renewed by the watchdog.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.config.watchdog_timeout
+    }
+
+    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
+    /// handle share its owner id, so they re-enter each other's holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let lock = client.lock("orders:1001");
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A new owner id for a handle: `<client id>:<n>`.
+    pub(crate) fn next_owner(&self) -> String {
+        let n = self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.inner.id)
+    }
+
+    /// How many pub/sub channels this client is subscribed to right now (including lingering
+    /// ones). Useful to check that nothing is left behind.
+    pub fn subscription_count(&self) -> usize {
+        self.inner.hub.channel_count()
+    }
+
+    /// How many locks the watchdog currently tracks for this client.
+    pub fn tracked_lock_count(&self) -> usize {
+        self.inner.registry.len()
+    }
+}
+
+/// Checks an object name: non-empty and at most [`MAX_NAME_LEN`] bytes.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid(
+            "name",
+            "the name is empty; give a non-empty name",
+        ));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "the name is {} bytes long; the limit is {MAX_NAME_LEN} bytes",
+                name.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
+pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
+        ));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
+        ));
+    }
+    Ok(lease.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact("redis://user:secret@host:1/0"),
+            "redis://***@host:1/0"
+        );
+        assert_eq!(redact("redis://host:1"), "redis://host:1");
+    }
+
+    #[test]
+    fn names_and_leases_are_checked() {
+        assert!(check_name("").unwrap_err().is_invalid_argument());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(check_lease(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(Duration::from_micros(999))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
+    }
+}

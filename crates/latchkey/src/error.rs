@@ -1,0 +1,259 @@
+//! The one error type of latchkey.
+
+use std::time::Duration;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in latchkey.
+///
+/// Match on the variants you care about, or ask the predicates (`is_*`), which keep working when
+/// new variants are added. Messages are lowercase and say what was wrong and what to do.
+///
+/// # Examples
+///
+/// ```
+/// use latchkey::Error;
+///
+/// let err = Error::NotOwner { name: "orders:1001".into() };
+/// assert!(err.is_not_owner());
+/// assert_eq!(
+///     err.to_string(),
+///     "lock `orders:1001` is not held by this handle (expired, released, or taken by another owner)"
+/// );
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument was rejected before anything was sent to Redis; nothing changed.
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// Which argument (`"lock name"`, `"lease"`, …).
+        what: &'static str,
+        /// Why it was rejected and what would be accepted.
+        reason: String,
+    },
+
+    /// The caller does not hold the lock it tried to release; nothing changed.
+    #[error(
+        "lock `{name}` is not held by this handle (expired, released, or taken by another owner)"
+    )]
+    NotOwner {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// A key that latchkey needs holds a value of another type; the script changed nothing.
+    #[error(
+        "key `{key}` holds data of another type ({detail}); use another name or delete that key"
+    )]
+    WrongType {
+        /// The key as given by the caller (without the namespace prefix).
+        key: String,
+        /// What Redis found.
+        detail: String,
+    },
+
+    /// The wait for a lock or permit ran out.
+    #[error("gave up waiting for `{name}` after {waited:?}")]
+    WaitTimedOut {
+        /// The object's name.
+        name: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+
+    /// A command did not complete within the configured timeout. For a mutation the outcome is
+    /// uncertain: it may or may not have been applied. A lock taken that way is never renewed,
+    /// so it expires after its lease.
+    #[error("redis did not answer within {timeout:?} ({context}); the outcome is uncertain")]
+    Timeout {
+        /// The command timeout that ran out.
+        timeout: Duration,
+        /// What was being done.
+        context: &'static str,
+    },
+
+    /// Redis could not be reached (connection refused, reset or closed).
+    #[error("cannot reach redis ({context}): {source}")]
+    Unreachable {
+        /// What was being done.
+        context: &'static str,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Redis refused the credentials. Not retried: fix the user name or password.
+    #[error("redis rejected the credentials: {source}")]
+    AuthFailed {
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The ACL user lacks a permission latchkey needs. Not retried: see the README's ACL section.
+    #[error("redis refused a command for lack of permission: {source}")]
+    PermissionDenied {
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The connection settings are unusable (bad URL, TLS files, …).
+    #[error("invalid configuration: {reason}")]
+    Config {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// Fewer nodes than a quorum could be locked (RedLock).
+    #[error("only {acquired} of {nodes} nodes could be locked; {quorum} are needed")]
+    QuorumUnavailable {
+        /// How many nodes granted the lock.
+        acquired: usize,
+        /// How many nodes there are.
+        nodes: usize,
+        /// How many are needed.
+        quorum: usize,
+    },
+
+    /// A read lock holder asked for the write lock of the same read-write lock. Upgrading would
+    /// deadlock two upgraders, so it is refused; release the read lock first.
+    #[error("read-write lock `{name}`: cannot upgrade a read hold to a write hold; release the read lock first")]
+    UpgradeNotSupported {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// A permit id that this semaphore does not know (never issued, already released, or expired).
+    #[error("semaphore `{name}`: permit `{permit}` is unknown, already released, or expired")]
+    UnknownPermit {
+        /// The semaphore's name.
+        name: String,
+        /// The permit id.
+        permit: String,
+    },
+
+    /// More permits released than the semaphore was set up with; nothing changed.
+    #[error("semaphore `{name}`: releasing {released} permits would exceed its {total} permits")]
+    OverRelease {
+        /// The semaphore's name.
+        name: String,
+        /// How many were being released.
+        released: u64,
+        /// How many permits the semaphore has in all.
+        total: u64,
+    },
+
+    /// A value could not be encoded or decoded by the queue's codec.
+    #[error("codec error: {reason}")]
+    Codec {
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// No replica acknowledged a mutation within the timeout (replica-synced acquire); the
+    /// mutation was undone.
+    #[error("no replica acknowledged `{name}` within {timeout:?}; the acquire was undone")]
+    NotReplicated {
+        /// The object's name.
+        name: String,
+        /// The WAIT timeout.
+        timeout: Duration,
+    },
+
+    /// The client has been shut down (its background tasks are gone).
+    #[error("the latchkey client has shut down")]
+    Closed,
+
+    /// Any other error reported by Redis or the driver.
+    #[error("redis error: {0}")]
+    Redis(#[source] redis::RedisError),
+}
+
+impl Error {
+    /// An argument was rejected before anything was sent.
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, Error::InvalidArgument { .. })
+    }
+
+    /// The caller did not hold the lock it tried to release.
+    pub fn is_not_owner(&self) -> bool {
+        matches!(self, Error::NotOwner { .. })
+    }
+
+    /// A key held data of another type.
+    pub fn is_wrong_type(&self) -> bool {
+        matches!(self, Error::WrongType { .. })
+    }
+
+    /// A wait or a command ran out of time.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::WaitTimedOut { .. } | Error::Timeout { .. })
+    }
+
+    /// The outcome of a mutation is unknown (the command timed out after it was sent).
+    pub fn is_uncertain(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// Redis could not be reached, or did not answer; retrying later may succeed.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Error::Unreachable { .. } | Error::Timeout { .. })
+    }
+
+    /// Credentials or permissions were refused; retrying will not help.
+    pub fn is_auth(&self) -> bool {
+        matches!(
+            self,
+            Error::AuthFailed { .. } | Error::PermissionDenied { .. }
+        )
+    }
+
+    /// Not enough RedLock nodes could be locked.
+    pub fn is_quorum_unavailable(&self) -> bool {
+        matches!(self, Error::QuorumUnavailable { .. })
+    }
+
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// Classifies a driver error. `key` names the object for `WRONGTYPE` replies.
+    pub(crate) fn from_redis(
+        err: redis::RedisError,
+        context: &'static str,
+        key: &str,
+        timeout: Duration,
+    ) -> Error {
+        use redis::{ErrorKind, ServerErrorKind};
+        if err.code() == Some("WRONGTYPE") {
+            return Error::WrongType {
+                key: key.to_owned(),
+                detail: err.detail().unwrap_or("unexpected type").to_owned(),
+            };
+        }
+        match err.kind() {
+            ErrorKind::AuthenticationFailed => Error::AuthFailed { source: err },
+            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::PermissionDenied { source: err },
+            _ if err.code() == Some("NOAUTH") || err.code() == Some("WRONGPASS") => {
+                Error::AuthFailed { source: err }
+            }
+            _ if err.is_timeout() => Error::Timeout { timeout, context },
+            _ if err.is_io_error()
+                || err.is_connection_dropped()
+                || err.is_connection_refusal() =>
+            {
+                Error::Unreachable {
+                    context,
+                    source: err,
+                }
+            }
+            _ => Error::Redis(err),
+        }
+    }
+}

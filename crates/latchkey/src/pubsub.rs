@@ -1,0 +1,615 @@
+//! The pub/sub hub: one subscriber connection per client, multiplexing every channel that any
+//! waiter of this client listens on.
+//!
+//! Each channel has a reference count (one per [`Subscription`]) and a FIFO queue of local
+//! waiters. A message wakes waiters according to the channel's [`WakePolicy`] (for a lock: one
+//! waiter per unlock message), so an unlock does not stampede every task of the client.
+//! Channels nobody uses are unsubscribed after a short linger. When the connection is lost, the
+//! hub reconnects, resubscribes every channel in use, and wakes every waiter, because messages
+//! may have been missed meanwhile.
+//!
+//! All SUBSCRIBE / UNSUBSCRIBE traffic goes through the hub task, so their order on the wire is
+//! the order of the decisions, and a waiter is registered (its slot queued) before its
+//! subscription is confirmed and before it retries: no wake-up can be lost in between.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::ClientBuilder;
+use crate::error::{Error, Result};
+use crate::watchdog::Task;
+
+/// What a message on a channel does to the channel's local waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // `All` and `Count` serve the synchronizers
+pub(crate) enum WakePolicy {
+    /// Lock channels. A number of 2 or more is a hand-off to the client with that wake id: it
+    /// wakes one waiter of that client only, and the `"0"` published right after it (for
+    /// Redisson clients) is ignored. A `"0"` on its own (a Redisson or forced unlock, or nobody
+    /// registered) wakes one waiter; `"1"` (Redisson's read unlock) wakes every waiter.
+    Lock,
+    /// Every message wakes every waiter.
+    All,
+    /// The message is a count `n` (released permits): wake up to `n` waiters (at least one).
+    Count,
+}
+
+/// One waiter's place in a channel's queue.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Woken and not yet consumed.
+    pending: AtomicBool,
+    notify: Notify,
+}
+
+impl Slot {
+    fn wake(&self) -> bool {
+        if self.pending.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.notify.notify_one();
+        true
+    }
+}
+
+#[derive(Debug)]
+struct Channel {
+    refs: usize,
+    policy: WakePolicy,
+    waiters: VecDeque<Arc<Slot>>,
+    /// The last message was a hand-off: the `"0"` that follows it is for Redisson clients.
+    after_hand_off: bool,
+    /// The server has confirmed the subscription on the current connection.
+    confirmed: bool,
+}
+
+impl Channel {
+    fn wake(&self, count: usize) {
+        let mut woken = 0;
+        for slot in &self.waiters {
+            if woken == count {
+                break;
+            }
+            if slot.wake() {
+                woken += 1;
+            }
+        }
+    }
+
+    fn wake_all(&self) {
+        for slot in &self.waiters {
+            slot.wake();
+        }
+    }
+
+    fn deliver(&mut self, payload: &[u8], my_wake_id: &str) {
+        let after_hand_off = std::mem::take(&mut self.after_hand_off);
+        match self.policy {
+            WakePolicy::All => self.wake_all(),
+            WakePolicy::Lock => match payload {
+                b"0" if after_hand_off => {}
+                b"1" => self.wake_all(),
+                b"0" => self.wake(1),
+                id if id.len() > 1 && id.iter().all(u8::is_ascii_digit) => {
+                    self.after_hand_off = true;
+                    if id == my_wake_id.as_bytes() {
+                        self.wake(1);
+                    }
+                }
+                _ => self.wake(1),
+            },
+            WakePolicy::Count => {
+                let n = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .max(1);
+                self.wake(n)
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct HubState {
+    channels: Mutex<HashMap<String, Channel>>,
+    /// This client's wake id, as published by lock releases.
+    wake_id: String,
+    /// Where a waiter that gives up sends its clean-up script.
+    background: mpsc::UnboundedSender<Task>,
+}
+
+impl HubState {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
+        // A panic while holding this lock cannot leave the map inconsistent (every critical
+        // section is a handful of infallible updates), so poisoning is ignored.
+        self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+enum Command {
+    Subscribe {
+        channel: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Unused {
+        channel: String,
+    },
+}
+
+/// The client's pub/sub hub (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Hub {
+    state: Arc<HubState>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Subscribe { channel, .. } => write!(f, "Subscribe({channel})"),
+            Command::Unused { channel } => write!(f, "Unused({channel})"),
+        }
+    }
+}
+
+impl Hub {
+    /// Starts the hub task; it connects on the first subscription.
+    pub(crate) fn start(
+        client: redis::Client,
+        config: &ClientBuilder,
+        wake_id: u64,
+        background: mpsc::UnboundedSender<Task>,
+        shutdown: CancellationToken,
+    ) -> Hub {
+        let state = Arc::new(HubState {
+            channels: Mutex::new(HashMap::new()),
+            wake_id: wake_id.to_string(),
+            background,
+        });
+        let (commands, rx) = mpsc::unbounded_channel();
+        let task = HubTask {
+            client,
+            state: state.clone(),
+            commands: rx,
+            connect_timeout: config.connect_timeout,
+            command_timeout: config.command_timeout,
+            linger: config.subscription_linger,
+            sink: None,
+            stream: None,
+            subscribed: HashSet::new(),
+            lingering: VecDeque::new(),
+            ever_connected: false,
+        };
+        tokio::spawn(task.run(shutdown));
+        Hub { state, commands }
+    }
+
+    /// Subscribes to `channel` and queues a waiter on it. Returns once the server confirmed the
+    /// subscription, so every message published afterwards reaches the returned waiter.
+    ///
+    /// Cancel safe: dropping the future releases the waiter and the channel reference.
+    ///
+    /// `on_leave` runs in the background if this waiter gives up (is dropped without
+    /// [`Subscription::finish`]) while no other local waiter is left on the channel.
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &str,
+        policy: WakePolicy,
+        on_leave: Option<Task>,
+    ) -> Result<Subscription> {
+        let slot = Arc::new(Slot::default());
+        {
+            let mut channels = self.state.channels();
+            let entry = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    refs: 0,
+                    policy,
+                    waiters: VecDeque::new(),
+                    after_hand_off: false,
+                    confirmed: false,
+                });
+            entry.refs += 1;
+            entry.waiters.push_back(slot.clone());
+        }
+        let subscription = Subscription {
+            state: self.state.clone(),
+            commands: self.commands.clone(),
+            channel: channel.to_owned(),
+            slot,
+            finished: false,
+            on_leave,
+        };
+        let (reply, confirmed) = oneshot::channel();
+        self.commands
+            .send(Command::Subscribe {
+                channel: channel.to_owned(),
+                reply,
+            })
+            .map_err(|_| Error::Closed)?;
+        confirmed.await.map_err(|_| Error::Closed)??;
+        Ok(subscription)
+    }
+
+    /// Queues a waiter on `channel` without any I/O, if the channel is already subscribed and
+    /// confirmed (used by other waiters, or lingering). Every message published after this call
+    /// returns reaches the returned waiter, so the caller's next attempt needs no retry after it.
+    pub(crate) fn try_join(
+        &self,
+        channel: &str,
+        on_leave: impl FnOnce() -> Option<Task>,
+    ) -> Option<Subscription> {
+        let slot = Arc::new(Slot::default());
+        {
+            let mut channels = self.state.channels();
+            let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
+            entry.refs += 1;
+            entry.waiters.push_back(slot.clone());
+        }
+        Some(Subscription {
+            state: self.state.clone(),
+            commands: self.commands.clone(),
+            channel: channel.to_owned(),
+            slot,
+            finished: false,
+            on_leave: on_leave(),
+        })
+    }
+
+    /// Channels subscribed or lingering.
+    pub(crate) fn channel_count(&self) -> usize {
+        self.state.channels().len()
+    }
+
+    /// How many local waiters are queued on `channel`.
+    pub(crate) fn waiters_on(&self, channel: &str) -> usize {
+        self.state
+            .channels()
+            .get(channel)
+            .map_or(0, |c| c.waiters.len())
+    }
+}
+
+/// A waiter's registration on a channel. Dropping it gives up the place in the queue (passing
+/// on a wake-up it received and did not use) and releases the channel reference.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    state: Arc<HubState>,
+    commands: mpsc::UnboundedSender<Command>,
+    channel: String,
+    slot: Arc<Slot>,
+    finished: bool,
+    on_leave: Option<Task>,
+}
+
+impl Subscription {
+    /// Waits until a message wakes this waiter or `deadline` passes. Returns whether it was
+    /// woken. A wake-up that arrived while the waiter was busy is delivered at once.
+    pub(crate) async fn wait_until(&self, deadline: Instant) -> bool {
+        tokio::select! {
+            biased;
+            _ = self.slot.notify.notified() => {
+                self.slot.pending.store(false, Ordering::Release);
+                true
+            }
+            _ = tokio::time::sleep_until(deadline) => false,
+        }
+    }
+
+    /// Marks the wait as successful: a pending wake-up is consumed rather than passed on.
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut channels = self.state.channels();
+        let Some(channel) = channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(pos) = channel
+            .waiters
+            .iter()
+            .position(|slot| Arc::ptr_eq(slot, &self.slot))
+        {
+            channel.waiters.remove(pos);
+        }
+        if !self.finished {
+            if self.slot.pending.load(Ordering::Acquire) {
+                // This waiter was woken for a release it will not use: wake the next one instead.
+                channel.wake(1);
+            }
+            if channel.waiters.is_empty() {
+                if let Some(task) = self.on_leave.take() {
+                    let _ = self.state.background.send(task);
+                }
+            }
+        }
+        channel.refs = channel.refs.saturating_sub(1);
+        if channel.refs == 0 {
+            let _ = self.commands.send(Command::Unused {
+                channel: self.channel.clone(),
+            });
+        }
+    }
+}
+
+struct HubTask {
+    client: redis::Client,
+    state: Arc<HubState>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+    linger: Duration,
+    sink: Option<PubSubSink>,
+    stream: Option<PubSubStream>,
+    /// Channels the server has confirmed on the current connection.
+    subscribed: HashSet<String>,
+    /// Channels whose last user left, with the time to unsubscribe them.
+    lingering: VecDeque<(Instant, String)>,
+    ever_connected: bool,
+}
+
+const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+impl HubTask {
+    async fn run(mut self, shutdown: CancellationToken) {
+        let mut health = tokio::time::interval(HEALTH_CHECK_EVERY);
+        health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let next_linger = self.lingering.front().map(|(at, _)| *at);
+            let needs_reconnect = self.sink.is_none() && self.in_use();
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                command = self.commands.recv() => match command {
+                    Some(command) => self.handle(command).await,
+                    None => return,
+                },
+                message = next_message(&mut self.stream) => match message {
+                    Some(msg) => self.deliver(&msg),
+                    None => self.disconnected("the subscriber connection closed"),
+                },
+                _ = sleep_until_opt(next_linger) => self.expire_lingering().await,
+                _ = health.tick(), if self.sink.is_some() => self.health_check().await,
+                _ = tokio::time::sleep(backoff), if needs_reconnect => {
+                    if self.reconnect().await {
+                        backoff = Duration::from_millis(50);
+                    } else {
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                }
+            }
+        }
+    }
+
+    fn in_use(&self) -> bool {
+        self.state.channels().values().any(|c| c.refs > 0)
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::Subscribe { channel, reply } => {
+                let wanted = self
+                    .state
+                    .channels()
+                    .get(&channel)
+                    .is_some_and(|c| c.refs > 0);
+                if !wanted || self.subscribed.contains(&channel) {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                let result = self.subscribe(vec![channel]).await;
+                let _ = reply.send(result);
+            }
+            Command::Unused { channel } => {
+                self.lingering
+                    .push_back((Instant::now() + self.linger, channel));
+            }
+        }
+    }
+
+    /// Connects if needed and subscribes to `channels`.
+    async fn subscribe(&mut self, channels: Vec<String>) -> Result<()> {
+        if self.sink.is_none() {
+            self.connect().await?;
+            // `connect` resubscribed every channel in use, these included.
+            return Ok(());
+        }
+        let sink = self.sink.as_mut().expect("checked above");
+        match tokio::time::timeout(self.command_timeout, sink.subscribe(&channels)).await {
+            Ok(Ok(())) => {
+                let mut map = self.state.channels();
+                for channel in &channels {
+                    if let Some(c) = map.get_mut(channel) {
+                        c.confirmed = true;
+                    }
+                }
+                drop(map);
+                self.subscribed.extend(channels);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                let err = Error::from_redis(e, "subscribing", &channels[0], self.command_timeout);
+                if err.is_connection() {
+                    self.disconnected("subscribe failed");
+                }
+                Err(err)
+            }
+            Err(_) => {
+                self.disconnected("subscribe timed out");
+                Err(Error::Timeout {
+                    timeout: self.command_timeout,
+                    context: "subscribing",
+                })
+            }
+        }
+    }
+
+    /// Opens the subscriber connection and subscribes every channel in use.
+    async fn connect(&mut self) -> Result<()> {
+        let pubsub = match tokio::time::timeout(
+            self.connect_timeout,
+            self.client.get_async_pubsub(),
+        )
+        .await
+        {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(e)) => {
+                return Err(Error::from_redis(
+                    e,
+                    "connecting the subscriber",
+                    "",
+                    self.connect_timeout,
+                ))
+            }
+            Err(_) => {
+                return Err(Error::Timeout {
+                    timeout: self.connect_timeout,
+                    context: "connecting the subscriber",
+                })
+            }
+        };
+        let (mut sink, stream) = pubsub.split();
+        let wanted: Vec<String> = self
+            .state
+            .channels()
+            .iter()
+            .filter(|(_, c)| c.refs > 0)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !wanted.is_empty() {
+            match tokio::time::timeout(self.command_timeout, sink.subscribe(&wanted)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return Err(Error::from_redis(
+                        e,
+                        "resubscribing",
+                        &wanted[0],
+                        self.command_timeout,
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        timeout: self.command_timeout,
+                        context: "resubscribing",
+                    })
+                }
+            }
+        }
+        {
+            let mut map = self.state.channels();
+            for channel in &wanted {
+                if let Some(c) = map.get_mut(channel) {
+                    c.confirmed = true;
+                }
+            }
+        }
+        self.subscribed = wanted.into_iter().collect();
+        self.sink = Some(sink);
+        self.stream = Some(stream);
+        if self.ever_connected {
+            // Messages may have been published while we were away: every waiter retries.
+            for channel in self.state.channels().values() {
+                channel.wake_all();
+            }
+            tracing::info!("latchkey subscriber reconnected");
+        }
+        self.ever_connected = true;
+        Ok(())
+    }
+
+    async fn reconnect(&mut self) -> bool {
+        match self.connect().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "latchkey subscriber reconnect failed");
+                false
+            }
+        }
+    }
+
+    fn disconnected(&mut self, why: &str) {
+        if self.sink.is_some() {
+            tracing::warn!("latchkey subscriber lost its connection: {why}");
+        }
+        self.sink = None;
+        self.stream = None;
+        self.subscribed.clear();
+        for channel in self.state.channels().values_mut() {
+            channel.confirmed = false;
+        }
+    }
+
+    fn deliver(&self, msg: &redis::Msg) {
+        let channel = msg.get_channel_name();
+        if let Some(channel) = self.state.channels().get_mut(channel) {
+            channel.deliver(msg.get_payload_bytes(), &self.state.wake_id);
+        }
+    }
+
+    async fn expire_lingering(&mut self) {
+        let now = Instant::now();
+        let mut to_drop = Vec::new();
+        while let Some((at, _)) = self.lingering.front() {
+            if *at > now {
+                break;
+            }
+            let (_, channel) = self.lingering.pop_front().expect("front exists");
+            let mut channels = self.state.channels();
+            if channels.get(&channel).is_some_and(|c| c.refs == 0) {
+                channels.remove(&channel);
+                if self.subscribed.remove(&channel) {
+                    to_drop.push(channel);
+                }
+            }
+        }
+        if to_drop.is_empty() {
+            return;
+        }
+        if let Some(sink) = self.sink.as_mut() {
+            match tokio::time::timeout(self.command_timeout, sink.unsubscribe(&to_drop)).await {
+                Ok(Ok(())) => {}
+                _ => self.disconnected("unsubscribe failed"),
+            }
+        }
+    }
+
+    async fn health_check(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        let ok = matches!(
+            tokio::time::timeout(self.command_timeout, sink.ping::<redis::Value>()).await,
+            Ok(Ok(_))
+        );
+        if !ok {
+            self.disconnected("health check failed");
+        }
+    }
+}
+
+async fn next_message(stream: &mut Option<PubSubStream>) -> Option<redis::Msg> {
+    match stream {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,456 @@
+//! The watchdog: one background task per client that keeps every held lock alive, notices lost
+//! ones, and performs the releases that dropped guards hand to it.
+//!
+//! Every lock this client holds is an entry of the [`Registry`], keyed by lock key and owner
+//! field, with a count of the guards that share the hold. Every third of the watchdog timeout the
+//! task renews all entries held without an explicit lease, and checks the others, in batched
+//! script calls of up to [`RENEW_BATCH`] locks each. An entry Redis reports gone is removed and
+//! its `lost` signal fires; so does an entry whose lease has run out while renewals failed.
+//!
+//! An entry is removed from the registry *before* its release script is sent, so no renewal is
+//! ever started for a lock after its unlock; a renewal already in flight cannot resurrect it,
+//! because the renew script only extends a hash that still has the owner's field.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::conn::Conn;
+use crate::scripts;
+
+/// The most locks renewed by one script call.
+pub(crate) const RENEW_BATCH: usize = 100;
+
+/// How a hold's lease is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// Renewed by the watchdog every third of the watchdog timeout.
+    Watchdog,
+    /// A fixed lease: the hold ends when it runs out.
+    Fixed(Duration),
+}
+
+/// Identifies one hold in the registry.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct HoldKey {
+    /// What kind of hold (`"lock"`, `"read"`, `"write"`, …): one owner may hold a key in
+    /// several ways at once.
+    pub(crate) kind: &'static str,
+    /// The Redis key of the object.
+    pub(crate) key: Arc<str>,
+    /// The owner field.
+    pub(crate) field: Arc<str>,
+}
+
+/// How the watchdog renews (or checks) one kind of hold, in batches.
+///
+/// The batched script of a kind takes, for each hold in the batch, `keys()` in KEYS (always the
+/// same number per hold) and `args(lease_ms)` in ARGV (always the same number per hold), with
+/// `lease_ms == 0` meaning "check, do not extend". It returns one integer per hold: 1 while the
+/// owner still holds it, 0 once it is gone.
+pub(crate) trait Renewal: Send + Sync + std::fmt::Debug {
+    /// The batched renew script.
+    fn script(&self) -> &'static redis::Script;
+    /// This hold's keys.
+    fn keys(&self) -> Vec<Arc<str>>;
+    /// This hold's arguments.
+    fn args(&self, lease_ms: u64) -> Vec<String>;
+}
+
+/// The renewal of a reentrant lock hash (`scripts/lock_renew.lua`).
+#[derive(Debug)]
+pub(crate) struct LockRenewal {
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+}
+
+impl Renewal for LockRenewal {
+    fn script(&self) -> &'static redis::Script {
+        &scripts::LOCK_RENEW
+    }
+    fn keys(&self) -> Vec<Arc<str>> {
+        vec![self.key.clone()]
+    }
+    fn args(&self, lease_ms: u64) -> Vec<String> {
+        vec![self.field.to_string(), lease_ms.to_string()]
+    }
+}
+
+/// What a guard keeps to find its hold again.
+#[derive(Clone, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) gen: u64,
+    pub(crate) lost: CancellationToken,
+}
+
+#[derive(Debug)]
+struct Held {
+    gen: u64,
+    guards: u32,
+    watchdog_guards: u32,
+    /// Latest time at which the lease in Redis is known to run at least until `valid_until`.
+    valid_until: Instant,
+    lost: CancellationToken,
+    /// The user-visible name, for logs.
+    name: Arc<str>,
+    renewal: Arc<dyn Renewal>,
+}
+
+/// The holds of one client (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Registry {
+    state: Mutex<State>,
+    /// Pokes the watchdog when a hold with an earlier deadline appears.
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_gen: u64,
+    held: HashMap<HoldKey, Held>,
+}
+
+/// What the release of a guard has to do in Redis.
+#[derive(Debug)]
+pub(crate) enum Release {
+    /// This guard's hold is stale (the lock was lost, maybe re-acquired by a newer hold):
+    /// nothing to do in Redis.
+    Stale,
+    /// Release one hold in Redis, leaving `lease_ms` on the remaining holds if any.
+    Redis { lease_ms: u64 },
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every critical section is a few infallible map updates: poisoning cannot leave it torn.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of holds tracked.
+    pub(crate) fn len(&self) -> usize {
+        self.state().held.len()
+    }
+
+    /// Records a hold granted by a script sent at `sent_at`. `holds` is the hold count Redis
+    /// reported after the grant: 1 means a fresh grant, which replaces (and marks lost) any
+    /// older local entry for the same owner.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn acquired(
+        &self,
+        key: HoldKey,
+        name: &str,
+        holds: u64,
+        lease: Lease,
+        watchdog_timeout: Duration,
+        sent_at: Instant,
+        renewal: Arc<dyn Renewal>,
+    ) -> Ticket {
+        let lease_len = match lease {
+            Lease::Watchdog => watchdog_timeout,
+            Lease::Fixed(d) => d,
+        };
+        let valid_until = sent_at + lease_len;
+        let watchdog = u32::from(lease == Lease::Watchdog);
+        let mut state = self.state();
+        state.next_gen += 1;
+        let gen = state.next_gen;
+        if holds > 1 {
+            if let Some(held) = state.held.get_mut(&key) {
+                held.guards += 1;
+                held.watchdog_guards += watchdog;
+                held.valid_until = valid_until;
+                return Ticket {
+                    gen: held.gen,
+                    lost: held.lost.clone(),
+                };
+            }
+        }
+        let held = Held {
+            gen,
+            guards: 1,
+            watchdog_guards: watchdog,
+            valid_until,
+            lost: CancellationToken::new(),
+            name: Arc::from(name),
+            renewal,
+        };
+        let ticket = Ticket {
+            gen,
+            lost: held.lost.clone(),
+        };
+        if let Some(old) = state.held.insert(key, held) {
+            // The old hold ended without us noticing (it expired); its guards are stale now.
+            old.lost.cancel();
+        }
+        drop(state);
+        self.changed.notify_one();
+        ticket
+    }
+
+    /// Forgets one guard of a hold. Returns what must be done in Redis.
+    pub(crate) fn released(
+        &self,
+        key: &HoldKey,
+        ticket: &Ticket,
+        lease: Lease,
+        watchdog_timeout: Duration,
+    ) -> Release {
+        let mut state = self.state();
+        let Some(held) = state.held.get_mut(key) else {
+            return Release::Stale;
+        };
+        if held.gen != ticket.gen {
+            return Release::Stale;
+        }
+        held.guards -= 1;
+        if lease == Lease::Watchdog {
+            held.watchdog_guards -= 1;
+        }
+        let lease_ms = if held.watchdog_guards > 0 {
+            watchdog_timeout.as_millis() as u64
+        } else {
+            // Keep what is left of the fixed lease (at least a millisecond).
+            held.valid_until
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1) as u64
+        };
+        if held.guards == 0 {
+            state.held.remove(key);
+        }
+        Release::Redis { lease_ms }
+    }
+
+    /// Marks a hold lost (if it is still the same generation) and forgets it.
+    fn lose(&self, key: &HoldKey, gen: u64, why: &str) {
+        let mut state = self.state();
+        if state.held.get(key).is_some_and(|h| h.gen == gen) {
+            let held = state.held.remove(key).expect("checked above");
+            tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
+            held.lost.cancel();
+        }
+    }
+
+    /// The holds to renew or check now.
+    fn snapshot(&self, watchdog_timeout: Duration) -> Vec<RenewItem> {
+        self.state()
+            .held
+            .iter()
+            .map(|(key, held)| RenewItem {
+                key: key.clone(),
+                renewal: held.renewal.clone(),
+                gen: held.gen,
+                lease_ms: if held.watchdog_guards > 0 {
+                    watchdog_timeout.as_millis() as u64
+                } else {
+                    0
+                },
+            })
+            .collect()
+    }
+
+    /// Records a confirmed renewal sent at `sent_at`.
+    fn renewed(&self, item: &RenewItem, sent_at: Instant, watchdog_timeout: Duration) {
+        if item.lease_ms == 0 {
+            return;
+        }
+        let mut state = self.state();
+        if let Some(held) = state.held.get_mut(&item.key) {
+            if held.gen == item.gen {
+                held.valid_until = held.valid_until.max(sent_at + watchdog_timeout);
+            }
+        }
+    }
+
+    /// Loses every hold whose lease has run out by `now`; returns the earliest deadline left.
+    fn expire(&self, now: Instant) -> Option<Instant> {
+        let expired: Vec<(HoldKey, u64)> = self
+            .state()
+            .held
+            .iter()
+            .filter(|(_, h)| h.valid_until <= now)
+            .map(|(k, h)| (k.clone(), h.gen))
+            .collect();
+        for (key, gen) in expired {
+            self.lose(&key, gen, "its lease ran out before it could be renewed");
+        }
+        self.state().held.values().map(|h| h.valid_until).min()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct RenewItem {
+    key: HoldKey,
+    renewal: Arc<dyn Renewal>,
+    gen: u64,
+    lease_ms: u64,
+}
+
+/// Work handed to the background task: a script to run once, for a guard dropped without an
+/// explicit release (or an acquire whose caller went away).
+#[derive(Debug)]
+pub(crate) struct Task {
+    pub(crate) script: &'static redis::Script,
+    pub(crate) keys: Vec<Arc<str>>,
+    pub(crate) args: Vec<String>,
+    /// What is being done, for the log if it fails.
+    pub(crate) context: &'static str,
+}
+
+/// Starts the watchdog task and returns the queue for background work.
+pub(crate) fn start(
+    conn: Conn,
+    registry: Arc<Registry>,
+    watchdog_timeout: Duration,
+    command_timeout: Duration,
+    shutdown: CancellationToken,
+) -> mpsc::UnboundedSender<Task> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let period = watchdog_timeout / 3;
+    tokio::spawn(renew_loop(
+        conn.clone(),
+        registry,
+        watchdog_timeout,
+        period,
+        command_timeout.min(period),
+        shutdown.clone(),
+    ));
+    tokio::spawn(task_loop(conn, rx, shutdown));
+    tx
+}
+
+async fn renew_loop(
+    conn: Conn,
+    registry: Arc<Registry>,
+    watchdog_timeout: Duration,
+    period: Duration,
+    renew_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut next_tick = Instant::now() + period;
+    loop {
+        let earliest = registry.expire(Instant::now());
+        let wake_at = earliest.map_or(next_tick, |d| d.min(next_tick));
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = registry.changed.notified() => continue,
+            _ = tokio::time::sleep_until(wake_at) => {}
+        }
+        if Instant::now() < next_tick {
+            continue;
+        }
+        next_tick = Instant::now() + period;
+        let items = registry.snapshot(watchdog_timeout);
+        // Group by script (kind of hold), then batches of at most RENEW_BATCH holds.
+        let mut by_script: HashMap<&'static str, Vec<RenewItem>> = HashMap::new();
+        for item in items {
+            by_script
+                .entry(item.renewal.script().get_hash())
+                .or_default()
+                .push(item);
+        }
+        let batches = by_script
+            .values()
+            .flat_map(|items| items.chunks(RENEW_BATCH))
+            .map(|batch| {
+                let conn = &conn;
+                let registry = &registry;
+                async move {
+                    let sent_at = Instant::now();
+                    let mut invocation = batch[0].renewal.script().prepare_invoke();
+                    for item in batch {
+                        for key in item.renewal.keys() {
+                            invocation.key(&*key);
+                        }
+                        for arg in item.renewal.args(item.lease_ms) {
+                            invocation.arg(arg);
+                        }
+                    }
+                    let result: crate::Result<Vec<i64>> = conn
+                        .script_within(&invocation, "renewing locks", "", renew_timeout)
+                        .await;
+                    match result {
+                        Ok(flags) => {
+                            for (item, flag) in batch.iter().zip(flags) {
+                                if flag == 1 {
+                                    registry.renewed(item, sent_at, watchdog_timeout);
+                                } else {
+                                    registry.lose(&item.key, item.gen, "it is gone from redis");
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            // Keep trying; holds whose lease runs out meanwhile are lost by `expire`.
+                            tracing::warn!(error = %e, "latchkey watchdog could not renew");
+                        }
+                    }
+                }
+            });
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = join_all(batches) => {}
+        }
+    }
+}
+
+async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: CancellationToken) {
+    let mut running = JoinSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            task = rx.recv() => match task {
+                Some(task) => {
+                    running.spawn(run_task(conn.clone(), task));
+                }
+                None => break,
+            },
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    // The client is gone: finish what was handed over, bounded by the command timeout.
+    while let Ok(task) = rx.try_recv() {
+        running.spawn(run_task(conn.clone(), task));
+    }
+    let deadline = Instant::now() + conn.timeout();
+    while !running.is_empty() {
+        if tokio::time::timeout_at(deadline, running.join_next())
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+}
+
+async fn run_task(conn: Conn, task: Task) {
+    let mut invocation = task.script.prepare_invoke();
+    for key in &task.keys {
+        invocation.key(&**key);
+    }
+    for arg in &task.args {
+        invocation.arg(arg);
+    }
+    let name = task.keys.first().map_or("", |k| &**k);
+    if let Err(e) = conn
+        .script::<redis::Value>(&invocation, task.context, name)
+        .await
+    {
+        tracing::warn!(key = %name, error = %e, "latchkey background {} failed; it expires with its lease", task.context);
+    }
+}

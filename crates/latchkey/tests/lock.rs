@@ -1,0 +1,827 @@
+//! The reentrant lock against a real redis-server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use latchkey::{Client, Error, LockOptions};
+use latchkey_test_support::RedisServer;
+use redis::AsyncCommands;
+
+async fn client(server: &RedisServer) -> Client {
+    Client::builder(server.url())
+        .watchdog_timeout(Duration::from_secs(1))
+        .subscription_linger(Duration::from_millis(50))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Polls `check` until it holds or `within` passes; returns whether it held.
+async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
+    let v: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    v.1
+}
+
+async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|s| s.split(',').next())
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_exclusion_of_4_clients_by_4_tasks() {
+    let server = RedisServer::spawn();
+    const ROUNDS: u64 = 25;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let client = client(&server).await;
+        for _ in 0..4 {
+            let lock = client.lock("counter-lock");
+            let mut conn = server.conn().await;
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.unwrap();
+                    // A deliberately non-atomic read-modify-write: only the lock keeps it exact.
+                    let v: Option<u64> = conn.get("counter").await.unwrap();
+                    tokio::task::yield_now().await;
+                    let _: () = conn.set("counter", v.unwrap_or(0) + 1).await.unwrap();
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut conn = server.conn().await;
+    let v: u64 = conn.get("counter").await.unwrap();
+    assert_eq!(v, 16 * ROUNDS);
+    let exists: bool = conn.exists("counter-lock").await.unwrap();
+    assert!(!exists, "the lock key is gone after the last unlock");
+}
+
+#[tokio::test]
+async fn reentrant_holds_are_counted_in_redis() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let mut conn = server.conn().await;
+    let lock = client.lock("reentrant");
+    let clone = lock.clone();
+
+    let first = lock.lock().await.unwrap();
+    let second = clone.lock().await.unwrap();
+    let count: u64 = conn.hget("reentrant", lock.owner_id()).await.unwrap();
+    assert_eq!(count, 2);
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    assert_eq!(
+        first.fencing_token(),
+        second.fencing_token(),
+        "re-entry keeps the token"
+    );
+
+    second.unlock().await.unwrap();
+    let count: u64 = conn.hget("reentrant", lock.owner_id()).await.unwrap();
+    assert_eq!(count, 1);
+    assert!(lock.is_locked().await.unwrap());
+
+    first.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    assert_eq!(client.tracked_lock_count(), 0);
+
+    // Another handle of the same client is another owner: it does not re-enter.
+    let held = lock.lock().await.unwrap();
+    let other = client.lock("reentrant");
+    assert!(other.try_lock(Duration::ZERO).await.unwrap().is_none());
+    held.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn unlock_after_losing_the_lock_is_not_owner_and_leaves_the_successor_alone() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let lock_a = a.lock("succession");
+    let guard = lock_a
+        .lock_with(LockOptions::new().lease(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    // The lease runs out; b takes over.
+    let successor = b
+        .lock("succession")
+        .try_lock(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("b gets the lock after a's lease");
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_not_owner(), "{err}");
+    assert!(b.lock("x").name() == "x");
+    let lock_b = successor.lock().clone();
+    assert_eq!(lock_b.hold_count().await.unwrap(), 1, "successor untouched");
+    successor.unlock().await.unwrap();
+
+    // force_unlock under a holder: the holder's unlock is NotOwner.
+    let guard = lock_a.lock().await.unwrap();
+    assert!(b.lock("succession").force_unlock().await.unwrap());
+    assert!(guard.unlock().await.unwrap_err().is_not_owner());
+}
+
+#[tokio::test]
+async fn fixed_lease_frees_the_lock_when_the_holder_vanishes() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let guard = a
+        .lock("vanishing")
+        .lock_with(LockOptions::new().lease(Duration::from_millis(400)))
+        .await
+        .unwrap();
+    // The holder vanishes without unlocking.
+    std::mem::forget(guard);
+    let left = b
+        .lock("vanishing")
+        .remaining_lease()
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(left <= Duration::from_millis(400));
+    let got = b
+        .lock("vanishing")
+        .try_lock(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the lease frees the lock");
+    got.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn watchdog_keeps_the_lock_past_three_leases_and_stops_after_unlock() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await; // watchdog timeout 1 s
+    let b = client(&server).await;
+    let mut conn = server.conn().await;
+    let lock = a.lock("watched");
+    let guard = lock.lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(!guard.is_lost());
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    let ttl: i64 = conn.pttl("watched").await.unwrap();
+    assert!(ttl > 0 && ttl <= 1000, "ttl {ttl}");
+    assert!(b
+        .lock("watched")
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+
+    guard.unlock().await.unwrap();
+    assert_eq!(a.tracked_lock_count(), 0);
+    // No renewal runs any more: over several periods no script is called.
+    let before = evalsha_calls(&mut conn).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(evalsha_calls(&mut conn).await, before);
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_unlock_long_before_the_ttl() {
+    let server = RedisServer::spawn();
+    let a = Client::connect(server.url()).await.unwrap(); // 30 s lease
+    let b = Client::connect(server.url()).await.unwrap();
+    let guard = a.lock("wake").lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = b.lock("wake");
+        async move {
+            let guard = lock.lock().await.unwrap();
+            let woke = Instant::now();
+            guard.unlock().await.unwrap();
+            woke
+        }
+    });
+    // Let the waiter subscribe and park.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let b = b.clone();
+            async move { b.subscription_count() == 1 }
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let unlocked = Instant::now();
+    guard.unlock().await.unwrap();
+    let woke = waiter.await.unwrap();
+    let delay = woke.duration_since(unlocked);
+    // The TTL was 30 s: a wake-up by message is orders of magnitude sooner.
+    assert!(delay < Duration::from_secs(5), "woke after {delay:?}");
+}
+
+#[tokio::test]
+async fn try_lock_gives_up_when_the_wait_runs_out() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let guard = a.lock("busy").lock().await.unwrap();
+    let started = Instant::now();
+    let got = b
+        .lock("busy")
+        .try_lock(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let err = b
+        .lock("busy")
+        .lock_with(LockOptions::new().wait(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::WaitTimedOut { .. }) && err.is_timeout(),
+        "{err}"
+    );
+    // Giving up leaves no subscription behind.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let b = b.clone();
+            async move { b.subscription_count() == 0 }
+        })
+        .await
+    );
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_waiting_future_leaves_nothing_behind() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut conn = server.conn().await;
+    let guard = a.lock("cancel").lock().await.unwrap();
+    let lock_b = b.lock("cancel");
+    let waiting = tokio::time::timeout(Duration::from_millis(300), lock_b.lock()).await;
+    assert!(waiting.is_err(), "still waiting when dropped");
+    guard.unlock().await.unwrap();
+    // No hold, no renewal, no subscription.
+    assert!(!lock_b.is_locked().await.unwrap());
+    assert_eq!(b.tracked_lock_count(), 0);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let b = b.clone();
+            async move { b.subscription_count() == 0 }
+        })
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let mut conn = conn.clone();
+            async move { numsub(&mut conn, "redisson_lock__channel:{cancel}").await == 0 }
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let lock = a.lock("cancel-race");
+    let mut completed = 0;
+    // Drop the future after 0, 10, 20, … µs: some drops land before the script is sent, some
+    // while it runs, some after it answered.
+    for step in 0..150u64 {
+        match tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await {
+            Ok(guard) => {
+                completed += 1;
+                drop(guard.unwrap());
+            }
+            Err(_) => {}
+        }
+    }
+    let b = client(&server).await;
+    let got = b
+        .lock("cancel-race")
+        .try_lock(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        got.is_some(),
+        "every hold was released ({completed} completed)"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let a = a.clone();
+            async move { a.tracked_lock_count() == 0 }
+        })
+        .await
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_guard_releases_without_blocking() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let lock = a.lock("dropped");
+    let guard = lock.lock().await.unwrap();
+    drop(guard);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let lock = lock.clone();
+            async move { !lock.is_locked().await.unwrap() }
+        })
+        .await
+    );
+    assert_eq!(a.tracked_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_holders() {
+    let server = RedisServer::spawn();
+    let clients = [
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
+    ];
+    let mut last = 0;
+    for round in 0..30 {
+        let lock = clients[round % 3].lock("fenced");
+        let guard = lock.lock().await.unwrap();
+        assert!(
+            guard.fencing_token() > last,
+            "{} after {last}",
+            guard.fencing_token()
+        );
+        last = guard.fencing_token();
+        guard.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn lost_fires_when_redis_restarts_under_a_held_lock_and_the_client_recovers() {
+    let mut server = RedisServer::spawn();
+    let a = client(&server).await;
+    let lock = a.lock("restart");
+    let guard = lock.lock().await.unwrap();
+    let lost = guard.lost();
+    server.restart(); // no persistence: the lock is gone
+    tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("lost() fires after the lock vanished");
+    assert!(guard.is_lost());
+    assert!(guard.unlock().await.unwrap_err().is_not_owner());
+    // The client reconnects by itself.
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match lock.try_lock(Duration::from_secs(1)).await {
+                Ok(Some(g)) => return g,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await
+    .expect("the client recovers");
+    again.unlock().await.unwrap();
+}
+
+/// Redisson's `RedissonLock.tryLockInnerAsync` script, as quoted in seed 004.
+const REDISSON_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+    redis.call('hset', KEYS[1], ARGV[2], 1); \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return nil; \
+end; \
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
+    redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return nil; \
+end; \
+return redis.call('pttl', KEYS[1]);";
+
+/// Redisson's `RedissonLock.unlockInnerAsync` script, as quoted in seed 004.
+const REDISSON_RELEASE: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+    return nil;\
+end; \
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+if (counter > 0) then \
+    redis.call('pexpire', KEYS[1], ARGV[2]); \
+    return 0; \
+else \
+    redis.call('del', KEYS[1]); \
+    redis.call('publish', KEYS[2], ARGV[1]); \
+    return 1; \
+end; \
+return nil;";
+
+#[tokio::test]
+async fn redisson_and_latchkey_exclude_each_other_and_redisson_unlock_wakes_us() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    let java_owner = "6f1c0c3e-0000-4000-8000-000000000001:1";
+
+    // Java holds it.
+    let r: Option<i64> = redis::cmd("EVAL")
+        .arg(REDISSON_ACQUIRE)
+        .arg(1)
+        .arg("shared")
+        .arg(30_000)
+        .arg(java_owner)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(r, None, "redisson acquired");
+    let lock = a.lock("shared");
+    assert!(lock.try_lock(Duration::ZERO).await.unwrap().is_none());
+
+    // Our waiter is woken by Redisson's unlock message (the TTL is 30 s).
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let a = a.clone();
+            async move { a.subscription_count() == 1 }
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r: Option<i64> = redis::cmd("EVAL")
+        .arg(REDISSON_RELEASE)
+        .arg(2)
+        .arg("shared")
+        .arg("redisson_lock__channel:{shared}")
+        .arg(0)
+        .arg(30_000)
+        .arg(java_owner)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(r, Some(1), "redisson released");
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the redisson unlock message long before its 30 s ttl")
+        .unwrap();
+
+    // We hold it: Redisson's acquire gets a TTL back.
+    let r: Option<i64> = redis::cmd("EVAL")
+        .arg(REDISSON_ACQUIRE)
+        .arg(1)
+        .arg("shared")
+        .arg(30_000)
+        .arg(java_owner)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        r.is_some_and(|ttl| ttl > 0),
+        "redisson sees our hold: {r:?}"
+    );
+    // And our hash is one Redisson understands: one field, a hold count of 1.
+    let fields: std::collections::HashMap<String, i64> = conn.hgetall("shared").await.unwrap();
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields.get(lock.owner_id()), Some(&1));
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn local_waiters_are_served_in_fifo_order() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let guard = a.lock("fifo").lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let lock = b.lock("fifo");
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            g.unlock().await.unwrap();
+        }));
+        // Queue them in a known order.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    guard.unlock().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+}
+
+#[tokio::test]
+async fn bad_input_is_rejected_and_changes_nothing() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+
+    let err = a.lock("").lock().await.unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    let long = "n".repeat(latchkey::MAX_NAME_LEN + 1);
+    let err = a
+        .lock(long.as_str())
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_invalid_argument() && err.to_string().contains("limit"),
+        "{err}"
+    );
+    for lease in [
+        Duration::ZERO,
+        Duration::from_micros(10),
+        latchkey::MAX_LEASE * 2,
+    ] {
+        let err = a
+            .lock("bad-lease")
+            .lock_with(LockOptions::new().lease(lease))
+            .await
+            .unwrap_err();
+        assert!(err.is_invalid_argument(), "{lease:?}: {err}");
+    }
+    let err = a
+        .lock("bad-wait")
+        .try_lock(Duration::MAX)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "nothing was written: {keys:?}");
+
+    let err = Client::builder(server.url())
+        .watchdog_timeout(Duration::from_millis(10))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_invalid_argument() && err.to_string().contains("watchdog"),
+        "{err}"
+    );
+
+    // A key of another type under the lock's name: typed error, value untouched.
+    let _: () = conn.set("occupied", "precious").await.unwrap();
+    let err = a.lock("occupied").lock().await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err}");
+    let err = a.lock("occupied").force_unlock().await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err}");
+    let v: String = conn.get("occupied").await.unwrap();
+    assert_eq!(v, "precious");
+    // A fencing counter of another type: nothing written either.
+    let _: () = conn
+        .lpush("redisson_lock_token:{tokenless}", "x")
+        .await
+        .unwrap();
+    let err = a.lock("tokenless").lock().await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err}");
+    let exists: bool = conn.exists("tokenless").await.unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn unreachable_redis_fails_fast_with_a_clear_error() {
+    let port = latchkey_test_support::free_port();
+    let started = Instant::now();
+    let err = Client::builder(format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // A server that goes away: commands fail within the command timeout instead of hanging.
+    let mut server = RedisServer::spawn();
+    let a = Client::builder(server.url())
+        .command_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    server.pause_process();
+    let err = a.lock("paused").lock().await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    server.resume_process();
+    server.kill();
+    let err = a.lock("killed").lock().await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+}
+
+#[tokio::test]
+async fn dropping_the_client_closes_its_connections() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let count_clients = |list: String| list.lines().count();
+    let baseline = count_clients(
+        redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await
+            .unwrap(),
+    );
+    {
+        let a = client(&server).await;
+        let lock = a.lock("bye");
+        let guard = lock.lock().await.unwrap();
+        // Make the subscriber connect too.
+        let _ = a
+            .lock("bye")
+            .try_lock(Duration::from_millis(50))
+            .await
+            .unwrap();
+        drop(guard);
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            async move {
+                let list: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                list.lines().count() == baseline
+            }
+        })
+        .await,
+        "every connection of the dropped client closed"
+    );
+    let exists: bool = conn.exists("bye").await.unwrap();
+    assert!(!exists, "the dropped guard was released on the way out");
+}
+
+#[test]
+fn handles_and_guards_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<Client>();
+    check::<latchkey::Lock>();
+    check::<latchkey::LockGuard>();
+    check::<Error>();
+}
+
+#[tokio::test]
+async fn waiting_clients_are_handed_the_lock_in_arrival_order() {
+    let server = RedisServer::spawn();
+    let holder = client(&server).await;
+    let guard = holder.lock("handoff").lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let c = client(&server).await;
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = c.lock("handoff").lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            g.unlock().await.unwrap();
+        }));
+        // Let client i register in the wait queue before client i + 1 arrives.
+        let mut conn = server.conn().await;
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let mut conn = conn.clone();
+                async move {
+                    let n: u64 = conn.zcard("latchkey_lock_queue:{handoff}").await.unwrap();
+                    n == i + 1
+                }
+            })
+            .await
+        );
+        let _: () = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    }
+    guard.unlock().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn redisson_subscribers_still_get_the_unlock_message_after_a_hand_off() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    // A raw subscriber stands in for a Redisson client's LockPubSub.
+    let mut raw = server.client().get_async_pubsub().await.unwrap();
+    raw.subscribe("redisson_lock__channel:{mixed}")
+        .await
+        .unwrap();
+    let guard = a.lock("mixed").lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = b.lock("mixed");
+        async move { lock.lock().await.unwrap() }
+    });
+    let mut conn = server.conn().await;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let mut conn = conn.clone();
+            async move {
+                let n: u64 = conn.zcard("latchkey_lock_queue:{mixed}").await.unwrap();
+                n == 1
+            }
+        })
+        .await
+    );
+    guard.unlock().await.unwrap();
+    let mut stream = raw.on_message();
+    use futures_util::StreamExt;
+    let first: String = stream.next().await.unwrap().get_payload().unwrap();
+    let second: String = stream.next().await.unwrap().get_payload().unwrap();
+    let wake_id: u64 = first
+        .parse()
+        .expect("a numeric wake id, which Redisson ignores");
+    assert!(wake_id >= 2 && wake_id < (1 << 63));
+    assert_eq!(second, "0", "Redisson's unlock message follows");
+    let g = waiter.await.unwrap();
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_leaves_the_queue_and_dead_entries_are_skipped() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let c = client(&server).await;
+    let mut conn = server.conn().await;
+    let guard = a.lock("leaving").lock().await.unwrap();
+
+    // b waits, then gives up: its registration goes away.
+    let gave_up = b
+        .lock("leaving")
+        .try_lock(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(gave_up.is_none());
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let mut conn = conn.clone();
+            async move {
+                let n: u64 = conn.zcard("latchkey_lock_queue:{leaving}").await.unwrap();
+                n == 0
+            }
+        })
+        .await,
+        "b left the queue"
+    );
+
+    // A dead client's entry at the head of the queue (it stopped refreshing) is skipped.
+    let _: () = redis::cmd("ZADD")
+        .arg("latchkey_lock_queue:{leaving}")
+        .arg(0)
+        .arg("424242")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = conn
+        .hset("latchkey_lock_alive:{leaving}", "424242", 1)
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let lock = c.lock("leaving");
+        async move { lock.lock().await.unwrap() }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let mut conn = conn.clone();
+            async move {
+                let n: u64 = conn.zcard("latchkey_lock_queue:{leaving}").await.unwrap();
+                n == 2
+            }
+        })
+        .await
+    );
+    guard.unlock().await.unwrap();
+    let g = waiter.await.unwrap();
+    let dead: Option<f64> = conn
+        .zscore("latchkey_lock_queue:{leaving}", "424242")
+        .await
+        .unwrap();
+    assert_eq!(dead, None, "the dead entry was dropped");
+    g.unlock().await.unwrap();
+}
