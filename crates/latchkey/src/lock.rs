@@ -22,6 +22,31 @@ const MAX_PARK: Duration = Duration::from_secs(2);
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
 
+/// A snapshot of a lock's state, from [`Lock::status`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockStatus {
+    /// Who holds the lock (empty when it is free). Usually one owner; a Redisson read lock or a
+    /// foreign tool may show more.
+    pub holders: Vec<Holder>,
+    /// Time left on the lease; `None` when free or without expiry.
+    pub remaining_lease: Option<Duration>,
+    /// The fencing token of the latest holder; `None` if the lock was never taken by latchkey.
+    pub fencing_token: Option<u64>,
+    /// How many latchkey clients are registered as waiting.
+    pub waiting_clients: u64,
+}
+
+/// One holder in a [`LockStatus`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The owner id (`<client id>:<n>` for latchkey and Redisson clients).
+    pub owner: String,
+    /// How many holds it has.
+    pub holds: u64,
+}
+
 /// Options for [`Lock::lock_with`] and [`Lock::try_lock_with`].
 ///
 /// # Examples
@@ -593,6 +618,53 @@ impl Lock {
             )
             .await?;
         Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
+    /// A snapshot of the lock's state: holders and their hold counts, remaining lease, the last
+    /// fencing token handed out, and how many latchkey clients wait. One read-only script call.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// let status = lock.status().await?;
+    /// for holder in &status.holders {
+    ///     println!("{} holds it {} time(s)", holder.owner, holder.holds);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn status(&self) -> Result<LockStatus> {
+        check_name(&self.inner.name)?;
+        let mut invocation = scripts::LOCK_STATUS.prepare_invoke();
+        invocation
+            .key(&*self.inner.hold.key)
+            .key(&*self.inner.token_key)
+            .key(&*self.inner.queue_key);
+        let (holders, pttl, token, waiting): (Vec<(String, u64)>, i64, i64, u64) = self
+            .inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "reading a lock's status", &self.inner.name)
+            .await?;
+        Ok(LockStatus {
+            holders: holders
+                .into_iter()
+                .map(|(owner, holds)| Holder { owner, holds })
+                .collect(),
+            remaining_lease: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+            fencing_token: (token >= 0).then_some(token as u64),
+            waiting_clients: waiting,
+        })
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there was a lock.

@@ -29,6 +29,10 @@ script!(
     LOCK_LEAVE = "lock_leave.lua"
 );
 script!(
+    /// Read a lock's state in one snapshot.
+    LOCK_STATUS = "lock_status.lua"
+);
+script!(
     /// Delete a lock whoever holds it.
     LOCK_FORCE_UNLOCK = "lock_force_unlock.lua"
 );

@@ -825,3 +825,39 @@ async fn a_waiter_that_gives_up_leaves_the_queue_and_dead_entries_are_skipped() 
     assert_eq!(dead, None, "the dead entry was dropped");
     g.unlock().await.unwrap();
 }
+
+#[tokio::test]
+async fn status_shows_holder_lease_token_and_waiters() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let lock = a.lock("inspected");
+    let free = lock.status().await.unwrap();
+    assert!(
+        free.holders.is_empty() && free.remaining_lease.is_none() && free.fencing_token.is_none()
+    );
+    let g1 = lock.lock().await.unwrap();
+    let g2 = lock.lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = b.lock("inspected");
+        async move { lock.lock().await.unwrap() }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let lock = lock.clone();
+            async move { lock.status().await.unwrap().waiting_clients == 1 }
+        })
+        .await
+    );
+    let status = lock.status().await.unwrap();
+    assert_eq!(status.holders.len(), 1);
+    assert_eq!(status.holders[0].owner, lock.owner_id());
+    assert_eq!(status.holders[0].holds, 2);
+    assert_eq!(status.fencing_token, Some(g1.fencing_token()));
+    assert!(status
+        .remaining_lease
+        .is_some_and(|d| d <= Duration::from_secs(1)));
+    drop(g2);
+    g1.unlock().await.unwrap();
+    waiter.await.unwrap().unlock().await.unwrap();
+}

@@ -1,0 +1,24 @@
+-- Read a lock's state in one atomic snapshot (read-only).
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the fencing counter
+-- KEYS[3]  latchkey's wait queue (zset)
+--
+-- Returns {holders (flat field/count list), pttl, last fencing token (or -1), waiting clients}.
+local lock_type = redis.call('type', KEYS[1])['ok']
+if lock_type ~= 'none' and lock_type ~= 'hash' then
+    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
+end
+local holders = {}
+if lock_type == 'hash' then
+    holders = redis.call('hgetall', KEYS[1])
+end
+local token = -1
+if redis.call('type', KEYS[2])['ok'] == 'string' then
+    token = tonumber(redis.call('get', KEYS[2])) or -1
+end
+local waiting = 0
+if redis.call('type', KEYS[3])['ok'] == 'zset' then
+    waiting = redis.call('zcard', KEYS[3])
+end
+return {holders, redis.call('pttl', KEYS[1]), token, waiting}
