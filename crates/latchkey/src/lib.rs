@@ -13,4 +13,4 @@ mod watchdog;
 
 pub use client::{Client, ClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT};
 pub use error::{Error, Result};
-pub use lock::{Lock, LockGuard, LockOptions};
+pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
