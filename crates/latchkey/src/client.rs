@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Target};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
@@ -48,6 +48,8 @@ pub const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(300);
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
     url: String,
+    tls_root: Option<Vec<u8>>,
+    tls_identity: Option<(Vec<u8>, Vec<u8>)>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
@@ -80,6 +82,8 @@ impl ClientBuilder {
     fn new(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             url: url.into(),
+            tls_root: None,
+            tls_identity: None,
             watchdog_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
             command_timeout: Duration::from_secs(3),
@@ -92,6 +96,23 @@ impl ClientBuilder {
     /// [`MIN_WATCHDOG_TIMEOUT`].
     pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Trust this CA (PEM) for `rediss://` connections instead of the system's roots.
+    /// Certificates are always verified; there is no way to turn verification off.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
+    /// Present this client certificate and key (PEM) on `rediss://` connections (mutual TLS).
+    pub fn tls_client_identity(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> ClientBuilder {
+        self.tls_identity = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -112,6 +133,11 @@ impl ClientBuilder {
     pub fn subscription_linger(mut self, linger: Duration) -> ClientBuilder {
         self.subscription_linger = linger;
         self
+    }
+
+    /// The URL this client connects to (RedLock checks that its nodes are distinct servers).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
 
     fn validate(&self) -> Result<()> {
@@ -166,17 +192,17 @@ impl ClientBuilder {
     /// connect timeout, [`Error::AuthFailed`] for refused credentials.
     pub async fn connect(self) -> Result<Client> {
         self.validate()?;
-        let redis_client = redis::Client::open(self.url.as_str()).map_err(|e| Error::Config {
-            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
-        })?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.command_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connecting = ConnectionManager::new_with_config(redis_client.clone(), manager_config);
-        let manager = match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(manager)) => manager,
+        if self.url.starts_with("rediss") || self.tls_root.is_some() {
+            // The driver's rustls needs a process-wide crypto provider; install `ring` unless the
+            // application installed one already (an error only means one is installed).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let topology = Topology::parse(&self.url)?;
+        let target = self.target(&topology)?;
+        let conn = match tokio::time::timeout(self.connect_timeout, self.connect_conn(&target))
+            .await
+        {
+            Ok(Ok(conn)) => conn,
             Ok(Err(e)) => return Err(Error::from_redis(e, "connecting", "", self.connect_timeout)),
             Err(_) => {
                 return Err(Error::Timeout {
@@ -185,8 +211,160 @@ impl ClientBuilder {
                 })
             }
         };
-        let conn = Conn::new(manager, self.command_timeout);
-        Ok(Client::start(self, conn, redis_client))
+        Ok(Client::start(self, conn, target))
+    }
+
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.tls_root.is_none() && self.tls_identity.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self.tls_identity.clone().map(|(client_cert, client_key)| {
+                redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }
+            }),
+            root_cert: self.tls_root.clone(),
+        })
+    }
+
+    fn target(&self, topology: &Topology) -> Result<Target> {
+        let config_error = |e: redis::RedisError| Error::Config {
+            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
+        };
+        match topology {
+            Topology::Single(url) => {
+                let client = match self.certificates() {
+                    Some(certs) => redis::Client::build_with_tls(url.as_str(), certs),
+                    None => redis::Client::open(url.as_str()),
+                }
+                .map_err(config_error)?;
+                Ok(Target::Fixed(client))
+            }
+            Topology::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => {
+                let node_info = redis::sentinel::SentinelNodeConnectionInfo::default()
+                    .set_redis_connection_info(node.clone());
+                let sentinel = redis::sentinel::SentinelClient::build(
+                    sentinels.clone(),
+                    master.clone(),
+                    Some(node_info),
+                    redis::sentinel::SentinelServerType::Master,
+                )
+                .map_err(config_error)?;
+                Ok(Target::Sentinel(Arc::new(tokio::sync::Mutex::new(
+                    sentinel,
+                ))))
+            }
+        }
+    }
+
+    async fn connect_conn(&self, target: &Target) -> redis::RedisResult<Conn> {
+        match target {
+            Target::Fixed(client) => {
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(Some(self.command_timeout))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let manager =
+                    ConnectionManager::new_with_config(client.clone(), manager_config).await?;
+                Ok(Conn::single(manager, self.command_timeout))
+            }
+            Target::Sentinel(_) => {
+                let conn =
+                    Conn::sentinel(target.clone(), self.connect_timeout, self.command_timeout);
+                // Connect now, so that a wrong address or password fails here.
+                let _: String = conn
+                    .query(&redis::cmd("PING"), "connecting", "")
+                    .await
+                    .map_err(|e| match e {
+                        Error::Unreachable { source, .. }
+                        | Error::AuthFailed { source }
+                        | Error::PermissionDenied { source }
+                        | Error::Redis(source) => source,
+                        other => redis::RedisError::from((
+                            redis::ErrorKind::Io,
+                            "connecting through sentinel",
+                            other.to_string(),
+                        )),
+                    })?;
+                Ok(conn)
+            }
+        }
+    }
+}
+
+/// The deployment a URL names.
+enum Topology {
+    /// `redis://…` or `rediss://…`.
+    Single(String),
+    /// `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/<db>]`: the
+    /// sentinels' addresses and the monitored primary's name; the credentials are those of the
+    /// data nodes.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        node: redis::RedisConnectionInfo,
+    },
+}
+
+impl Topology {
+    fn parse(url: &str) -> Result<Topology> {
+        let bad = |why: &str| Error::Config {
+            reason: format!("cannot use redis url `{}`: {why}", redact(url)),
+        };
+        let Some(rest) = url.strip_prefix("redis+sentinel://") else {
+            return Ok(Topology::Single(url.to_owned()));
+        };
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((auth, rest)) => (Some(auth), rest),
+            None => (None, rest),
+        };
+        let (hosts, path) = rest.split_once('/').ok_or_else(|| {
+            bad("give the master name after the hosts: redis+sentinel://h:p,h:p/mymaster")
+        })?;
+        let mut path = path.split('/');
+        let master = path
+            .next()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| bad("the master name is empty"))?;
+        let db = match path.next() {
+            Some(db) if !db.is_empty() => db
+                .parse::<i64>()
+                .map_err(|_| bad("the database is not a number"))?,
+            _ => 0,
+        };
+        let sentinels: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("redis://{h}"))
+            .collect();
+        if sentinels.is_empty() {
+            return Err(bad("no sentinel address"));
+        }
+        let mut node = redis::RedisConnectionInfo::default().set_db(db);
+        if let Some(auth) = auth {
+            let (user, password) = match auth.split_once(':') {
+                Some((user, password)) => (user, password),
+                None => ("", auth),
+            };
+            if !user.is_empty() {
+                node = node.set_username(user);
+            }
+            if !password.is_empty() {
+                node = node.set_password(password);
+            }
+        }
+        Ok(Topology::Sentinel {
+            sentinels,
+            master: master.to_owned(),
+            node,
+        })
     }
 }
 
@@ -275,7 +453,7 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    fn start(config: ClientBuilder, conn: Conn, redis_client: redis::Client) -> Client {
+    fn start(config: ClientBuilder, conn: Conn, target: Target) -> Client {
         let shutdown = CancellationToken::new();
         let registry = Arc::new(Registry::new());
         let id = uuid::Uuid::new_v4();
@@ -288,7 +466,7 @@ impl Client {
             shutdown.clone(),
         );
         let hub = Hub::start(
-            redis_client,
+            target,
             &config,
             wake_id,
             background.clone(),
@@ -337,6 +515,12 @@ impl Client {
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), name.into())
+    }
+
+    /// A token cancelled when the client shuts down (its last clone is dropped), for background
+    /// tasks that must stop with the client without keeping it alive.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
     }
 
     /// A new owner id for a handle: `<client id>:<n>`.

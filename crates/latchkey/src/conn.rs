@@ -1,27 +1,187 @@
 //! The command connection: every call bounded by the command timeout, every error typed.
+//!
+//! Three deployments share one interface: a single server (a reconnecting multiplexed
+//! connection), a Sentinel-managed primary (the primary's address is asked of the sentinels
+//! again whenever the connection to it fails, so a failover is followed), and a Redis Cluster
+//! (the driver's cluster connection, which follows MOVED/ASK/TRYAGAIN).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::SentinelClient;
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
 use crate::error::{Error, Result};
 
-/// The client's command connection (multiplexed, reconnecting), cheap to clone.
+/// Where the current primary is.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// One server at a fixed address.
+    Fixed(redis::Client),
+    /// Asked of the sentinels each time a connection is made.
+    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+}
+
+impl Target {
+    /// A client for the current primary.
+    pub(crate) async fn client(&self) -> redis::RedisResult<redis::Client> {
+        match self {
+            Target::Fixed(client) => Ok(client.clone()),
+            Target::Sentinel(sentinel) => sentinel.lock().await.async_get_client().await,
+        }
+    }
+}
+
+/// The client's command connection, cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Conn {
-    manager: ConnectionManager,
+    backend: Backend,
     timeout: Duration,
 }
 
+#[derive(Clone)]
+enum Backend {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+    Sentinel(Arc<SentinelConn>),
+}
+
+/// A multiplexed connection to the primary a sentinel named, replaced after it fails.
+struct SentinelConn {
+    target: Target,
+    connect_timeout: Duration,
+    current: std::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Serializes reconnects, so that one failover makes one new connection.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl SentinelConn {
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn get(&self) -> redis::RedisResult<MultiplexedConnection> {
+        if let Some(conn) = self.current().as_ref() {
+            return Ok(conn.clone());
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(conn) = self.current().as_ref() {
+            return Ok(conn.clone());
+        }
+        let client = self.target.client().await?;
+        let config =
+            redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout));
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        *self.current() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Forgets the connection after an error that suggests the primary moved or died.
+    fn failed(&self, err: Option<&redis::RedisError>) {
+        let moved = err.is_none_or(|err| {
+            err.is_io_error()
+                || err.is_connection_dropped()
+                || err.is_connection_refusal()
+                || err.is_timeout()
+                || matches!(err.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
+        });
+        if moved {
+            *self.current() = None;
+        }
+    }
+}
+
+/// One connection to run a command on.
+enum Handle {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+    Plain(MultiplexedConnection),
+}
+
+impl ConnectionLike for Handle {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Handle::Single(c) => c.req_packed_command(cmd),
+            Handle::Cluster(c) => c.req_packed_command(cmd),
+            Handle::Plain(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Handle::Plain(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Handle::Single(c) => c.get_db(),
+            Handle::Cluster(c) => c.get_db(),
+            Handle::Plain(c) => c.get_db(),
+        }
+    }
+}
+
 impl Conn {
-    pub(crate) fn new(manager: ConnectionManager, timeout: Duration) -> Conn {
-        Conn { manager, timeout }
+    pub(crate) fn single(manager: ConnectionManager, timeout: Duration) -> Conn {
+        Conn {
+            backend: Backend::Single(manager),
+            timeout,
+        }
+    }
+
+    pub(crate) fn cluster(conn: ClusterConnection, timeout: Duration) -> Conn {
+        Conn {
+            backend: Backend::Cluster(conn),
+            timeout,
+        }
+    }
+
+    pub(crate) fn sentinel(target: Target, connect_timeout: Duration, timeout: Duration) -> Conn {
+        Conn {
+            backend: Backend::Sentinel(Arc::new(SentinelConn {
+                target,
+                connect_timeout,
+                current: std::sync::Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+            })),
+            timeout,
+        }
+    }
+
+    /// Whether this is a Redis Cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster(_))
     }
 
     /// The command timeout.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    async fn handle(&self) -> redis::RedisResult<Handle> {
+        Ok(match &self.backend {
+            Backend::Single(c) => Handle::Single(c.clone()),
+            Backend::Cluster(c) => Handle::Cluster(c.clone()),
+            Backend::Sentinel(s) => Handle::Plain(s.get().await?),
+        })
+    }
+
+    fn failed(&self, err: Option<&redis::RedisError>) {
+        if let Backend::Sentinel(s) = &self.backend {
+            s.failed(err);
+        }
     }
 
     /// Runs a script (EVALSHA, loading it on NOSCRIPT) within the command timeout.
@@ -45,27 +205,54 @@ impl Conn {
         key: &str,
         timeout: Duration,
     ) -> Result<T> {
-        let mut manager = self.manager.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut manager)).await {
-            Ok(result) => result.map_err(|e| Error::from_redis(e, context, key, timeout)),
-            Err(_) => Err(Error::Timeout { timeout, context }),
-        }
+        let run = async {
+            let mut handle = self.handle().await?;
+            invocation.invoke_async(&mut handle).await
+        };
+        self.finish(
+            tokio::time::timeout(timeout, run).await,
+            context,
+            key,
+            timeout,
+        )
     }
 
     /// Runs one command within the command timeout.
     pub(crate) async fn query<T: FromRedisValue>(
         &self,
-        cmd: &redis::Cmd,
+        cmd: &Cmd,
         context: &'static str,
         key: &str,
     ) -> Result<T> {
-        let mut manager = self.manager.clone();
-        match tokio::time::timeout(self.timeout, cmd.query_async(&mut manager)).await {
-            Ok(result) => result.map_err(|e| Error::from_redis(e, context, key, self.timeout)),
-            Err(_) => Err(Error::Timeout {
-                timeout: self.timeout,
-                context,
-            }),
+        let run = async {
+            let mut handle = self.handle().await?;
+            cmd.query_async(&mut handle).await
+        };
+        self.finish(
+            tokio::time::timeout(self.timeout, run).await,
+            context,
+            key,
+            self.timeout,
+        )
+    }
+
+    fn finish<T>(
+        &self,
+        outcome: std::result::Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+        context: &'static str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<T> {
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                self.failed(Some(&e));
+                Err(Error::from_redis(e, context, key, timeout))
+            }
+            Err(_) => {
+                self.failed(None);
+                Err(Error::Timeout { timeout, context })
+            }
         }
     }
 }

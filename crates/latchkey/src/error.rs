@@ -240,6 +240,21 @@ impl Error {
         match err.kind() {
             ErrorKind::AuthenticationFailed => Error::AuthFailed { source: err },
             ErrorKind::Server(ServerErrorKind::NoPerm) => Error::PermissionDenied { source: err },
+            // A command inside a script that the ACL user may not run.
+            _ if err
+                .detail()
+                .is_some_and(|d| d.contains("can't run this command") || d.contains("NOPERM"))
+                || err.to_string().contains("can't run this command") =>
+            {
+                Error::PermissionDenied { source: err }
+            }
+            // The sentinels do not (yet) know a primary: a failover is under way.
+            ErrorKind::MasterNameNotFoundBySentinel
+            | ErrorKind::NoValidReplicasFoundBySentinel
+            | ErrorKind::EmptySentinelList => Error::Unreachable {
+                context,
+                source: err,
+            },
             _ if err.code() == Some("NOAUTH") || err.code() == Some("WRONGPASS") => {
                 Error::AuthFailed { source: err }
             }

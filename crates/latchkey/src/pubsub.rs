@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ClientBuilder;
+use crate::conn::Target;
 use crate::error::{Error, Result};
 use crate::watchdog::Task;
 
@@ -164,7 +165,7 @@ impl std::fmt::Debug for Command {
 impl Hub {
     /// Starts the hub task; it connects on the first subscription.
     pub(crate) fn start(
-        client: redis::Client,
+        target: Target,
         config: &ClientBuilder,
         wake_id: u64,
         background: mpsc::UnboundedSender<Task>,
@@ -177,7 +178,7 @@ impl Hub {
         });
         let (commands, rx) = mpsc::unbounded_channel();
         let task = HubTask {
-            client,
+            target,
             state: state.clone(),
             commands: rx,
             connect_timeout: config.connect_timeout,
@@ -309,6 +310,24 @@ impl Subscription {
     pub(crate) fn finish(mut self) {
         self.finished = true;
     }
+
+    /// Passes a wake-up this waiter got but could not use on to the waiter queued right behind
+    /// it (semaphores: a request for more permits than were released lets a smaller one behind
+    /// it try). Never wraps around to the front, so a chain of passes ends at the last waiter.
+    pub(crate) fn pass_on(&self) {
+        let channels = self.state.channels();
+        let Some(channel) = channels.get(&self.channel) else {
+            return;
+        };
+        let behind = channel
+            .waiters
+            .iter()
+            .position(|slot| Arc::ptr_eq(slot, &self.slot))
+            .and_then(|pos| channel.waiters.get(pos + 1));
+        if let Some(slot) = behind {
+            slot.wake();
+        }
+    }
 }
 
 impl Drop for Subscription {
@@ -345,7 +364,7 @@ impl Drop for Subscription {
 }
 
 struct HubTask {
-    client: redis::Client,
+    target: Target,
     state: Arc<HubState>,
     commands: mpsc::UnboundedReceiver<Command>,
     connect_timeout: Duration,
@@ -459,12 +478,9 @@ impl HubTask {
 
     /// Opens the subscriber connection and subscribes every channel in use.
     async fn connect(&mut self) -> Result<()> {
-        let pubsub = match tokio::time::timeout(
-            self.connect_timeout,
-            self.client.get_async_pubsub(),
-        )
-        .await
-        {
+        let target = self.target.clone();
+        let connecting = async move { target.client().await?.get_async_pubsub().await };
+        let pubsub = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(e)) => {
                 return Err(Error::from_redis(
