@@ -9,8 +9,13 @@
 -- ARGV[1]  the leaving client's wake id
 -- ARGV[2]  how long a hand-off reservation lasts, in ms
 -- ARGV[3]  the unlock message ("0")
+-- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
 --
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
+local publish = ARGV[4]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
 local queue_type = redis.call('type', KEYS[3])['ok']
 local alive_type = redis.call('type', KEYS[4])['ok']
 local reservation_type = redis.call('type', KEYS[5])['ok']
@@ -49,7 +54,7 @@ end
 local next = pick_next()
 if next then
     redis.call('set', KEYS[5], next, 'PX', ARGV[2])
-    redis.call('publish', KEYS[2], next)
+    redis.call(publish, KEYS[2], next)
 end
-redis.call('publish', KEYS[2], ARGV[3])
+redis.call(publish, KEYS[2], ARGV[3])
 return 1

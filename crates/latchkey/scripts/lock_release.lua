@@ -9,6 +9,7 @@
 -- ARGV[2]  lease in milliseconds to keep when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  how long a hand-off reservation lasts, in ms
+-- ARGV[5]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
 --
 -- Returns -1 when the caller does not hold the lock (nothing changes), otherwise the holds
 -- left: 0 means the key was deleted and waiters were told.
@@ -17,6 +18,10 @@
 -- picked: the lock is reserved for it for ARGV[4] ms and its wake id is published, so exactly
 -- one client retries instead of all of them. "0" is published in every case, for Redisson
 -- clients; latchkey clients ignore a "0" that directly follows a wake id.
+local publish = ARGV[5]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
 local lock_type = redis.call('type', KEYS[1])['ok']
 if lock_type == 'none' then
     return -1
@@ -67,8 +72,8 @@ if hand_off then
     local next = pick_next()
     if next then
         redis.call('set', KEYS[5], next, 'PX', ARGV[4])
-        redis.call('publish', KEYS[2], next)
+        redis.call(publish, KEYS[2], next)
     end
 end
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish, KEYS[2], ARGV[1])
 return 0

@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{Conn, Target};
+use crate::conn::{ClusterTarget, Conn, Target};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
@@ -260,6 +260,12 @@ impl ClientBuilder {
                     sentinel,
                 ))))
             }
+            Topology::Cluster(nodes) => Ok(Target::Cluster(Arc::new(ClusterTarget {
+                nodes: nodes.clone(),
+                certificates: self.certificates(),
+                connect_timeout: self.connect_timeout,
+                command_timeout: self.command_timeout,
+            }))),
         }
     }
 
@@ -274,6 +280,11 @@ impl ClientBuilder {
                 let manager =
                     ConnectionManager::new_with_config(client.clone(), manager_config).await?;
                 Ok(Conn::single(manager, self.command_timeout))
+            }
+            Target::Cluster(cluster) => {
+                let client = cluster.client(None)?;
+                let conn = client.get_async_connection().await?;
+                Ok(Conn::cluster(conn, self.command_timeout))
             }
             Target::Sentinel(_) => {
                 let conn =
@@ -311,6 +322,9 @@ enum Topology {
         master: String,
         node: redis::RedisConnectionInfo,
     },
+    /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`): seed
+    /// nodes of a Redis Cluster.
+    Cluster(Vec<String>),
 }
 
 impl Topology {
@@ -318,6 +332,27 @@ impl Topology {
         let bad = |why: &str| Error::Config {
             reason: format!("cannot use redis url `{}`: {why}", redact(url)),
         };
+        for (prefix, scheme) in [
+            ("redis+cluster://", "redis"),
+            ("rediss+cluster://", "rediss"),
+        ] {
+            if let Some(rest) = url.strip_prefix(prefix) {
+                let (auth, hosts) = match rest.rsplit_once('@') {
+                    Some((auth, hosts)) => (format!("{auth}@"), hosts),
+                    None => (String::new(), rest),
+                };
+                let nodes: Vec<String> = hosts
+                    .trim_end_matches('/')
+                    .split(',')
+                    .filter(|h| !h.is_empty())
+                    .map(|h| format!("{scheme}://{auth}{h}"))
+                    .collect();
+                if nodes.is_empty() {
+                    return Err(bad("no cluster node address"));
+                }
+                return Ok(Topology::Cluster(nodes));
+            }
+        }
         let Some(rest) = url.strip_prefix("redis+sentinel://") else {
             return Ok(Topology::Single(url.to_owned()));
         };
@@ -549,6 +584,15 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             "the name is empty; give a non-empty name",
         ));
     }
+    if name.starts_with("redisson_") || name.starts_with("latchkey_") {
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "`{name}` starts with a prefix reserved for the keys latchkey and Redisson derive \
+                 from object names (`redisson_`, `latchkey_`); choose another name"
+            ),
+        ));
+    }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::invalid(
             "name",
@@ -598,6 +642,13 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(check_name("redisson_lock_token:{a}")
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_name("latchkey_lock_queue:{a}")
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_name("orders:{1001}").is_ok());
         assert!(check_lease(Duration::ZERO)
             .unwrap_err()
             .is_invalid_argument());

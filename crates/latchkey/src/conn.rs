@@ -13,23 +13,89 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
+/// The Redis Cluster hash slot of `key` (CRC16 of its hash tag, modulo 16384).
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    let tag = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
+}
+
 use crate::error::{Error, Result};
 
-/// Where the current primary is.
+#[cfg(test)]
+mod tests {
+    use super::key_slot;
+
+    #[test]
+    fn slots_follow_hash_tags() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        assert_eq!(key_slot(b"redisson_lock__channel:{a}"), key_slot(b"a"));
+    }
+}
+
+/// Where the primary (or, for a cluster, the seed nodes) is.
 #[derive(Clone)]
 pub(crate) enum Target {
     /// One server at a fixed address.
     Fixed(redis::Client),
     /// Asked of the sentinels each time a connection is made.
     Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    /// A Redis Cluster.
+    Cluster(Arc<ClusterTarget>),
+}
+
+/// How to reach a Redis Cluster.
+pub(crate) struct ClusterTarget {
+    pub(crate) nodes: Vec<String>,
+    pub(crate) certificates: Option<redis::TlsCertificates>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+}
+
+impl ClusterTarget {
+    /// A cluster client; with `pushes`, a RESP3 one that delivers pub/sub messages there.
+    pub(crate) fn client(
+        &self,
+        pushes: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        let mut builder = redis::cluster::ClusterClient::builder(self.nodes.clone())
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.command_timeout);
+        if let Some(certificates) = &self.certificates {
+            builder = builder.certs(certificates.clone());
+        }
+        if let Some(pushes) = pushes {
+            builder = builder
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(pushes);
+        }
+        builder.build()
+    }
 }
 
 impl Target {
-    /// A client for the current primary.
+    /// A client for the current primary (not for a cluster: use [`ClusterTarget::client`]).
     pub(crate) async fn client(&self) -> redis::RedisResult<redis::Client> {
         match self {
             Target::Fixed(client) => Ok(client.clone()),
             Target::Sentinel(sentinel) => sentinel.lock().await.async_get_client().await,
+            Target::Cluster(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a cluster has no single primary",
+            ))),
         }
     }
 }
@@ -163,6 +229,16 @@ impl Conn {
     /// Whether this is a Redis Cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.backend, Backend::Cluster(_))
+    }
+
+    /// The command scripts publish notices with: sharded `spublish` on a cluster (so a notice
+    /// goes to one shard, not to every node), `publish` elsewhere.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "spublish"
+        } else {
+            "publish"
+        }
     }
 
     /// The command timeout.

@@ -73,6 +73,16 @@ impl LockOptions {
         LockOptions::default()
     }
 
+    /// The fixed lease, if one was given (read by the multi-lock and RedLock).
+    pub(crate) fn lease_value(&self) -> Option<Duration> {
+        self.lease
+    }
+
+    /// The wait, if one was given (read by the multi-lock and RedLock).
+    pub(crate) fn wait_value(&self) -> Option<Duration> {
+        self.wait
+    }
+
     /// A fixed lease: the lock expires this long after it is taken unless released first, and
     /// the watchdog does not renew it. Between 1 ms and [`MAX_LEASE`](crate::MAX_LEASE).
     pub fn lease(mut self, lease: Duration) -> LockOptions {
@@ -413,6 +423,7 @@ impl Lock {
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
+                inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "leaving a lock's wait queue",
         }
@@ -435,6 +446,7 @@ impl Lock {
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a lock",
         }
@@ -693,7 +705,8 @@ impl Lock {
         invocation
             .key(&*self.inner.hold.key)
             .key(&*self.inner.channel)
-            .arg(scripts::UNLOCK_MESSAGE);
+            .arg(scripts::UNLOCK_MESSAGE)
+            .arg(self.inner.client.inner.conn.publish_command());
         let deleted: i64 = self
             .inner
             .client

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster_async::ClusterConnection;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -184,8 +185,7 @@ impl Hub {
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
             linger: config.subscription_linger,
-            sink: None,
-            stream: None,
+            conn: None,
             subscribed: HashSet::new(),
             lingering: VecDeque::new(),
             ever_connected: false,
@@ -370,8 +370,7 @@ struct HubTask {
     connect_timeout: Duration,
     command_timeout: Duration,
     linger: Duration,
-    sink: Option<PubSubSink>,
-    stream: Option<PubSubStream>,
+    conn: Option<SubConn>,
     /// Channels the server has confirmed on the current connection.
     subscribed: HashSet<String>,
     /// Channels whose last user left, with the time to unsubscribe them.
@@ -388,7 +387,7 @@ impl HubTask {
         let mut backoff = Duration::from_millis(50);
         loop {
             let next_linger = self.lingering.front().map(|(at, _)| *at);
-            let needs_reconnect = self.sink.is_none() && self.in_use();
+            let needs_reconnect = self.conn.is_none() && self.in_use();
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return,
@@ -396,12 +395,13 @@ impl HubTask {
                     Some(command) => self.handle(command).await,
                     None => return,
                 },
-                message = next_message(&mut self.stream) => match message {
-                    Some(msg) => self.deliver(&msg),
-                    None => self.disconnected("the subscriber connection closed"),
+                incoming = next_incoming(&mut self.conn) => match incoming {
+                    Incoming::Message { channel, payload } => self.deliver(&channel, &payload),
+                    Incoming::Gap => self.wake_everyone(),
+                    Incoming::Closed => self.disconnected("the subscriber connection closed"),
                 },
                 _ = sleep_until_opt(next_linger) => self.expire_lingering().await,
-                _ = health.tick(), if self.sink.is_some() => self.health_check().await,
+                _ = health.tick(), if self.conn.is_some() => self.health_check().await,
                 _ = tokio::time::sleep(backoff), if needs_reconnect => {
                     if self.reconnect().await {
                         backoff = Duration::from_millis(50);
@@ -441,13 +441,12 @@ impl HubTask {
 
     /// Connects if needed and subscribes to `channels`.
     async fn subscribe(&mut self, channels: Vec<String>) -> Result<()> {
-        if self.sink.is_none() {
+        let Some(conn) = self.conn.as_mut() else {
             self.connect().await?;
             // `connect` resubscribed every channel in use, these included.
             return Ok(());
-        }
-        let sink = self.sink.as_mut().expect("checked above");
-        match tokio::time::timeout(self.command_timeout, sink.subscribe(&channels)).await {
+        };
+        match tokio::time::timeout(self.command_timeout, conn.subscribe(&channels)).await {
             Ok(Ok(())) => {
                 let mut map = self.state.channels();
                 for channel in &channels {
@@ -478,10 +477,9 @@ impl HubTask {
 
     /// Opens the subscriber connection and subscribes every channel in use.
     async fn connect(&mut self) -> Result<()> {
-        let target = self.target.clone();
-        let connecting = async move { target.client().await?.get_async_pubsub().await };
-        let pubsub = match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(pubsub)) => pubsub,
+        let connecting = SubConn::connect(self.target.clone());
+        let mut conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(conn)) => conn,
             Ok(Err(e)) => {
                 return Err(Error::from_redis(
                     e,
@@ -497,7 +495,6 @@ impl HubTask {
                 })
             }
         };
-        let (mut sink, stream) = pubsub.split();
         let wanted: Vec<String> = self
             .state
             .channels()
@@ -506,7 +503,7 @@ impl HubTask {
             .map(|(name, _)| name.clone())
             .collect();
         if !wanted.is_empty() {
-            match tokio::time::timeout(self.command_timeout, sink.subscribe(&wanted)).await {
+            match tokio::time::timeout(self.command_timeout, conn.subscribe(&wanted)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     return Err(Error::from_redis(
@@ -533,13 +530,10 @@ impl HubTask {
             }
         }
         self.subscribed = wanted.into_iter().collect();
-        self.sink = Some(sink);
-        self.stream = Some(stream);
+        self.conn = Some(conn);
         if self.ever_connected {
             // Messages may have been published while we were away: every waiter retries.
-            for channel in self.state.channels().values() {
-                channel.wake_all();
-            }
+            self.wake_everyone();
             tracing::info!("latchkey subscriber reconnected");
         }
         self.ever_connected = true;
@@ -556,22 +550,26 @@ impl HubTask {
         }
     }
 
+    fn wake_everyone(&self) {
+        for channel in self.state.channels().values() {
+            channel.wake_all();
+        }
+    }
+
     fn disconnected(&mut self, why: &str) {
-        if self.sink.is_some() {
+        if self.conn.is_some() {
             tracing::warn!("latchkey subscriber lost its connection: {why}");
         }
-        self.sink = None;
-        self.stream = None;
+        self.conn = None;
         self.subscribed.clear();
         for channel in self.state.channels().values_mut() {
             channel.confirmed = false;
         }
     }
 
-    fn deliver(&self, msg: &redis::Msg) {
-        let channel = msg.get_channel_name();
+    fn deliver(&self, channel: &str, payload: &[u8]) {
         if let Some(channel) = self.state.channels().get_mut(channel) {
-            channel.deliver(msg.get_payload_bytes(), &self.state.wake_id);
+            channel.deliver(payload, &self.state.wake_id);
         }
     }
 
@@ -594,8 +592,8 @@ impl HubTask {
         if to_drop.is_empty() {
             return;
         }
-        if let Some(sink) = self.sink.as_mut() {
-            match tokio::time::timeout(self.command_timeout, sink.unsubscribe(&to_drop)).await {
+        if let Some(conn) = self.conn.as_mut() {
+            match tokio::time::timeout(self.command_timeout, conn.unsubscribe(&to_drop)).await {
                 Ok(Ok(())) => {}
                 _ => self.disconnected("unsubscribe failed"),
             }
@@ -603,12 +601,12 @@ impl HubTask {
     }
 
     async fn health_check(&mut self) {
-        let Some(sink) = self.sink.as_mut() else {
+        let Some(conn) = self.conn.as_mut() else {
             return;
         };
         let ok = matches!(
-            tokio::time::timeout(self.command_timeout, sink.ping::<redis::Value>()).await,
-            Ok(Ok(_))
+            tokio::time::timeout(self.command_timeout, conn.ping()).await,
+            Ok(Ok(()))
         );
         if !ok {
             self.disconnected("health check failed");
@@ -616,9 +614,116 @@ impl HubTask {
     }
 }
 
-async fn next_message(stream: &mut Option<PubSubStream>) -> Option<redis::Msg> {
-    match stream {
-        Some(stream) => stream.next().await,
+/// The subscriber connection: a RESP2 pub/sub connection to one server, or, on a cluster, a
+/// RESP3 cluster connection with sharded subscriptions (SSUBSCRIBE), which the driver renews
+/// after topology changes.
+enum SubConn {
+    Plain {
+        sink: PubSubSink,
+        stream: PubSubStream,
+    },
+    Cluster {
+        conn: ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+    },
+}
+
+/// What the subscriber connection delivered.
+enum Incoming {
+    Message {
+        channel: String,
+        payload: Vec<u8>,
+    },
+    /// The connection was interrupted and restored: messages may have been missed.
+    Gap,
+    Closed,
+}
+
+impl SubConn {
+    async fn connect(target: Target) -> redis::RedisResult<SubConn> {
+        match target {
+            Target::Cluster(cluster) => {
+                let (tx, pushes) = mpsc::unbounded_channel();
+                let conn = cluster.client(Some(tx))?.get_async_connection().await?;
+                Ok(SubConn::Cluster { conn, pushes })
+            }
+            target => {
+                let (sink, stream) = target.client().await?.get_async_pubsub().await?.split();
+                Ok(SubConn::Plain { sink, stream })
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Plain { sink, .. } => sink.subscribe(channels).await,
+            SubConn::Cluster { conn, .. } => {
+                // One at a time: channels of different slots live on different shards.
+                for channel in channels {
+                    conn.ssubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Plain { sink, .. } => sink.unsubscribe(channels).await,
+            SubConn::Cluster { conn, .. } => {
+                for channel in channels {
+                    conn.sunsubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn ping(&mut self) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Plain { sink, .. } => sink.ping::<redis::Value>().await.map(drop),
+            SubConn::Cluster { conn, .. } => redis::cmd("PING")
+                .query_async::<redis::Value>(conn)
+                .await
+                .map(drop),
+        }
+    }
+
+    async fn next(&mut self) -> Incoming {
+        match self {
+            SubConn::Plain { stream, .. } => match stream.next().await {
+                Some(msg) => Incoming::Message {
+                    channel: msg.get_channel_name().to_owned(),
+                    payload: msg.get_payload_bytes().to_vec(),
+                },
+                None => Incoming::Closed,
+            },
+            SubConn::Cluster { pushes, .. } => loop {
+                let Some(push) = pushes.recv().await else {
+                    return Incoming::Closed;
+                };
+                match push.kind {
+                    redis::PushKind::SMessage | redis::PushKind::Message => {
+                        if let [channel, payload, ..] = push.data.as_slice() {
+                            let channel: Option<String> = redis::from_redis_value_ref(channel).ok();
+                            let payload: Option<Vec<u8>> =
+                                redis::from_redis_value_ref(payload).ok();
+                            if let (Some(channel), Some(payload)) = (channel, payload) {
+                                return Incoming::Message { channel, payload };
+                            }
+                        }
+                    }
+                    redis::PushKind::Disconnection => return Incoming::Gap,
+                    _ => {}
+                }
+            },
+        }
+    }
+}
+
+async fn next_incoming(conn: &mut Option<SubConn>) -> Incoming {
+    match conn {
+        Some(conn) => conn.next().await,
         None => std::future::pending().await,
     }
 }

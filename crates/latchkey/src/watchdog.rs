@@ -355,11 +355,18 @@ async fn renew_loop(
         }
         next_tick = Instant::now() + period;
         let items = registry.snapshot(watchdog_timeout);
-        // Group by script (kind of hold), then batches of at most RENEW_BATCH holds.
-        let mut by_script: HashMap<&'static str, Vec<RenewItem>> = HashMap::new();
+        // Group by script (kind of hold) and, on a cluster, by hash slot (one script call may
+        // only touch one slot), then batches of at most RENEW_BATCH holds.
+        let cluster = conn.is_cluster();
+        let mut by_script: HashMap<(&'static str, u16), Vec<RenewItem>> = HashMap::new();
         for item in items {
+            let slot = if cluster {
+                crate::conn::key_slot(item.key.key.as_bytes())
+            } else {
+                0
+            };
             by_script
-                .entry(item.renewal.script().get_hash())
+                .entry((item.renewal.script().get_hash(), slot))
                 .or_default()
                 .push(item);
         }
