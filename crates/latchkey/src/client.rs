@@ -54,6 +54,7 @@ pub struct ClientBuilder {
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) subscription_linger: Duration,
+    pub(crate) namespace: Option<String>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -64,6 +65,7 @@ impl fmt::Debug for ClientBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
             .field("subscription_linger", &self.subscription_linger)
+            .field("namespace", &self.namespace)
             .finish()
     }
 }
@@ -88,6 +90,7 @@ impl ClientBuilder {
             connect_timeout: Duration::from_secs(3),
             command_timeout: Duration::from_secs(3),
             subscription_linger: Duration::from_secs(1),
+            namespace: None,
         }
     }
 
@@ -128,6 +131,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Puts every object of this client under `namespace`: the object called `name` is kept
+    /// as `<namespace>:<name>` (its derived keys follow, e.g. `redisson_lock_token:{<namespace>:<name>}`),
+    /// like a Redisson `NameMapper` that adds a prefix. A namespace is 1 to 64 characters from
+    /// `A-Z a-z 0-9 _ . -`, so `<namespace>:<name>` never reads as another namespace's object.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> ClientBuilder {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
     /// How long an unused pub/sub subscription is kept before it is dropped (default 1 s), so
     /// that waiters that come and go on a busy lock do not subscribe and unsubscribe each time.
     pub fn subscription_linger(mut self, linger: Duration) -> ClientBuilder {
@@ -141,6 +153,15 @@ impl ClientBuilder {
     }
 
     fn validate(&self) -> Result<()> {
+        if let Some(ns) = &self.namespace {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+            if ns.is_empty() || ns.len() > 64 || !ns.chars().all(allowed) {
+                return Err(Error::invalid(
+                    "namespace",
+                    format!("`{ns}` must be 1 to 64 characters from A-Z a-z 0-9 _ . -"),
+                ));
+            }
+        }
         if self.watchdog_timeout < MIN_WATCHDOG_TIMEOUT {
             return Err(Error::invalid(
                 "watchdog timeout",
@@ -556,6 +577,19 @@ impl Client {
     /// tasks that must stop with the client without keeping it alive.
     pub(crate) fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
+    }
+
+    /// The name an object called `name` has in Redis: `<namespace>:<name>`, or `name`.
+    pub(crate) fn object_name(&self, name: &str) -> String {
+        match &self.inner.config.namespace {
+            Some(ns) => format!("{ns}:{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    /// The namespace set with [`ClientBuilder::namespace`], if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.config.namespace.as_deref()
     }
 
     /// A new owner id for a handle: `<client id>:<n>`.

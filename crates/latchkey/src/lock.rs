@@ -188,7 +188,7 @@ enum Attempt {
 
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
-        let keys = LockKeys::new(&name);
+        let keys = LockKeys::new(&client.object_name(&name));
         let field = client.next_owner();
         Lock {
             inner: Arc::new(LockInner {

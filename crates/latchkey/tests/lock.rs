@@ -861,3 +861,35 @@ async fn status_shows_holder_lease_token_and_waiters() {
     g1.unlock().await.unwrap();
     waiter.await.unwrap().unlock().await.unwrap();
 }
+
+#[tokio::test]
+async fn namespaces_keep_objects_apart() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let tenant = |ns: &'static str| Client::builder(server.url()).namespace(ns).connect();
+    let a = tenant("tenant-a").await.unwrap();
+    let b = tenant("tenant-b").await.unwrap();
+    let ga = a.lock("orders:1").lock().await.unwrap();
+    // The same name in another namespace is another lock.
+    let gb = b
+        .lock("orders:1")
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free");
+    let exists: bool = conn.exists("tenant-a:orders:1").await.unwrap();
+    assert!(exists);
+    let exists: bool = conn.exists("tenant-b:orders:1").await.unwrap();
+    assert!(exists);
+    assert_eq!(a.lock("orders:1").name(), "orders:1");
+    ga.unlock().await.unwrap();
+    gb.unlock().await.unwrap();
+    for ns in ["", "a:b", "a{b}", &"n".repeat(65)] {
+        let err = Client::builder(server.url())
+            .namespace(ns)
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(err.is_invalid_argument(), "{ns}: {err}");
+    }
+}
