@@ -55,6 +55,28 @@ pub struct ClientBuilder {
     pub(crate) command_timeout: Duration,
     pub(crate) subscription_linger: Duration,
     pub(crate) namespace: Option<String>,
+    pub(crate) replica_sync: ReplicaSync,
+}
+
+/// Whether an acquire waits for replicas to acknowledge it (see
+/// [`ClientBuilder::replica_sync`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaSync {
+    /// Follow each acquire with `WAIT 1 <1 s>` when the primary had replicas at connect time
+    /// (single server or Sentinel; not on a cluster). If a later primary has no replica at all
+    /// (say, after a failover promoted the only one), acquires go on without waiting. The
+    /// default.
+    Auto,
+    /// Never wait for replicas.
+    Off,
+    /// Always wait for `replicas` replicas, up to `timeout`.
+    Require {
+        /// How many replicas must acknowledge.
+        replicas: u32,
+        /// How long to wait for them.
+        timeout: Duration,
+    },
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -91,6 +113,7 @@ impl ClientBuilder {
             command_timeout: Duration::from_secs(3),
             subscription_linger: Duration::from_secs(1),
             namespace: None,
+            replica_sync: ReplicaSync::Auto,
         }
     }
 
@@ -140,6 +163,18 @@ impl ClientBuilder {
         self
     }
 
+    /// Replica-synced acquires: after the acquire script granted a lock, `WAIT` (pipelined on
+    /// the same connection) for replicas to acknowledge it; if too few do within the timeout,
+    /// the acquire is undone and fails with [`Error::NotReplicated`]. This narrows the window in
+    /// which a failover to a replica that never saw the lock gives it to a second holder — it
+    /// does not close it (`WAIT` does not make Redis strongly consistent: a replica that
+    /// acknowledged may still not be the one promoted, and writes are not fsynced by `WAIT`).
+    /// Default [`ReplicaSync::Auto`].
+    pub fn replica_sync(mut self, sync: ReplicaSync) -> ClientBuilder {
+        self.replica_sync = sync;
+        self
+    }
+
     /// How long an unused pub/sub subscription is kept before it is dropped (default 1 s), so
     /// that waiters that come and go on a busy lock do not subscribe and unsubscribe each time.
     pub fn subscription_linger(mut self, linger: Duration) -> ClientBuilder {
@@ -153,6 +188,21 @@ impl ClientBuilder {
     }
 
     fn validate(&self) -> Result<()> {
+        if let ReplicaSync::Require { replicas, timeout } = self.replica_sync {
+            if replicas == 0
+                || timeout.is_zero()
+                || timeout > Duration::from_secs(60)
+                || timeout * 2 > self.watchdog_timeout
+            {
+                return Err(Error::invalid(
+                    "replica sync",
+                    format!(
+                        "{replicas} replicas within {timeout:?}: ask for at least one replica \
+                         and a timeout between 1 ms and 60 s, at most half the watchdog timeout"
+                    ),
+                ));
+            }
+        }
         if let Some(ns) = &self.namespace {
             let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
             if ns.is_empty() || ns.len() > 64 || !ns.chars().all(allowed) {
@@ -232,7 +282,29 @@ impl ClientBuilder {
                 })
             }
         };
-        Ok(Client::start(self, conn, target))
+        let replica_sync = match self.replica_sync {
+            ReplicaSync::Off => None,
+            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
+            ReplicaSync::Auto if conn.is_cluster() => None,
+            ReplicaSync::Auto => match connected_replicas(&conn).await {
+                // Wait at most a quarter of the watchdog lease: the wait eats into it.
+                Ok(n) if n > 0 => {
+                    Some((1, (self.watchdog_timeout / 4).min(Duration::from_secs(1))))
+                }
+                Ok(_) => None,
+                // A user without INFO (a tight ACL) cannot tell: no replica sync.
+                Err(e) if e.is_auth() => None,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Client::start(self, conn, target, replica_sync))
+    }
+
+    fn longest_replica_wait(&self) -> Duration {
+        match self.replica_sync {
+            ReplicaSync::Require { timeout, .. } => timeout,
+            _ => Duration::from_secs(1),
+        }
     }
 
     fn certificates(&self) -> Option<redis::TlsCertificates> {
@@ -295,7 +367,11 @@ impl ClientBuilder {
             Target::Fixed(client) => {
                 let manager_config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(self.connect_timeout))
-                    .set_response_timeout(Some(self.command_timeout))
+                    // Our own timeouts bound each call; the driver's must also let a replica
+                    // WAIT (see `replica_sync`) finish.
+                    .set_response_timeout(Some(
+                        self.command_timeout + self.longest_replica_wait() * 2,
+                    ))
                     .set_number_of_retries(2)
                     .set_max_delay(Duration::from_millis(500));
                 let manager =
@@ -308,8 +384,12 @@ impl ClientBuilder {
                 Ok(Conn::cluster(conn, self.command_timeout))
             }
             Target::Sentinel(_) => {
-                let conn =
-                    Conn::sentinel(target.clone(), self.connect_timeout, self.command_timeout);
+                let conn = Conn::sentinel(
+                    target.clone(),
+                    self.connect_timeout,
+                    self.command_timeout + self.longest_replica_wait() * 2,
+                    self.command_timeout,
+                );
                 // Connect now, so that a wrong address or password fails here.
                 let _: String = conn
                     .query(&redis::cmd("PING"), "connecting", "")
@@ -329,6 +409,22 @@ impl ClientBuilder {
             }
         }
     }
+}
+
+/// How many replicas the primary behind `conn` has now (`INFO replication`).
+pub(crate) async fn connected_replicas(conn: &Conn) -> Result<u32> {
+    let info: String = conn
+        .query(
+            redis::cmd("INFO").arg("replication"),
+            "reading replication info",
+            "",
+        )
+        .await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(0))
 }
 
 /// The deployment a URL names.
@@ -456,6 +552,11 @@ pub(crate) struct Inner {
     /// waiters (see `scripts/lock_release.lua`). At least 2, below 2^63, so that Redisson
     /// clients, which read lock messages as Java longs, ignore it.
     pub(crate) wake_id: u64,
+    /// `(replicas, timeout)` when acquires wait for replicas (see [`ClientBuilder::replica_sync`]).
+    pub(crate) replica_sync: Option<(u32, Duration)>,
+    /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
+    /// primary that lost its replicas fails acquires instead of carrying on without them.
+    pub(crate) replica_sync_required: bool,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
@@ -509,7 +610,12 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    fn start(config: ClientBuilder, conn: Conn, target: Target) -> Client {
+    fn start(
+        config: ClientBuilder,
+        conn: Conn,
+        target: Target,
+        replica_sync: Option<(u32, Duration)>,
+    ) -> Client {
         let shutdown = CancellationToken::new();
         let registry = Arc::new(Registry::new());
         let id = uuid::Uuid::new_v4();
@@ -532,6 +638,8 @@ impl Client {
             inner: Arc::new(Inner {
                 id: id.to_string(),
                 wake_id,
+                replica_sync,
+                replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
                 conn,
                 config,
                 hub,
@@ -596,6 +704,11 @@ impl Client {
     pub(crate) fn next_owner(&self) -> String {
         let n = self.inner.handles.fetch_add(1, Ordering::Relaxed);
         format!("{}:{n}", self.inner.id)
+    }
+
+    /// Whether acquires wait for replicas, and for how many (see [`ClientBuilder::replica_sync`]).
+    pub fn replica_sync(&self) -> Option<(u32, Duration)> {
+        self.inner.replica_sync
     }
 
     /// How many pub/sub channels this client is subscribed to right now (including lingering

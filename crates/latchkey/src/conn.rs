@@ -118,6 +118,8 @@ enum Backend {
 struct SentinelConn {
     target: Target,
     connect_timeout: Duration,
+    /// The driver's own response timeout: long enough for a replica WAIT.
+    response_timeout: Duration,
     current: std::sync::Mutex<Option<MultiplexedConnection>>,
     /// Serializes reconnects, so that one failover makes one new connection.
     connecting: tokio::sync::Mutex<()>,
@@ -138,7 +140,9 @@ impl SentinelConn {
         }
         let client = self.target.client().await?;
         let config =
-            redis::AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout));
+            redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(self.connect_timeout))
+                .set_response_timeout(Some(self.response_timeout));
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
@@ -214,11 +218,17 @@ impl Conn {
         }
     }
 
-    pub(crate) fn sentinel(target: Target, connect_timeout: Duration, timeout: Duration) -> Conn {
+    pub(crate) fn sentinel(
+        target: Target,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        timeout: Duration,
+    ) -> Conn {
         Conn {
             backend: Backend::Sentinel(Arc::new(SentinelConn {
                 target,
                 connect_timeout,
+                response_timeout,
                 current: std::sync::Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
             })),
@@ -284,6 +294,50 @@ impl Conn {
         let run = async {
             let mut handle = self.handle().await?;
             invocation.invoke_async(&mut handle).await
+        };
+        self.finish(
+            tokio::time::timeout(timeout, run).await,
+            context,
+            key,
+            timeout,
+        )
+    }
+
+    /// Runs `script` and then `WAIT replicas timeout` on the same connection, in one pipeline
+    /// (WAIT cannot run inside a script). Returns the script's reply and how many replicas
+    /// acknowledged the writes made so far on this connection.
+    pub(crate) async fn script_then_wait<T: FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        args: &[String],
+        replicas: u32,
+        wait: Duration,
+        context: &'static str,
+        key: &str,
+    ) -> Result<(T, i64)> {
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(wait.as_millis() as u64);
+        let timeout = self.timeout + wait * 2;
+        let run = async {
+            let mut handle = self.handle().await?;
+            match pipeline.query_async::<(T, i64)>(&mut handle).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script.prepare_invoke().load_async(&mut handle).await?;
+                    pipeline.query_async(&mut handle).await
+                }
+                other => other,
+            }
         };
         self.finish(
             tokio::time::timeout(timeout, run).await,

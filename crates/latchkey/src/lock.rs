@@ -471,23 +471,76 @@ impl Lock {
             Lease::Watchdog => watchdog_timeout.as_millis() as u64,
             Lease::Fixed(d) => d.as_millis() as u64,
         };
-        let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
-        invocation
-            .key(&*inner.hold.key)
-            .key(&*inner.token_key)
-            .key(&*inner.queue_key)
-            .key(&*inner.alive_key)
-            .key(&*inner.hand_off_key)
-            .arg(lease_ms)
-            .arg(&*inner.hold.field)
-            .arg(client.wake_id)
-            .arg(park.as_millis() as u64)
-            .arg(if others > 0 { "1" } else { "0" });
+        let keys = [
+            &*inner.hold.key,
+            &*inner.token_key,
+            &*inner.queue_key,
+            &*inner.alive_key,
+            &*inner.hand_off_key,
+        ];
+        let args = [
+            lease_ms.to_string(),
+            inner.hold.field.to_string(),
+            client.wake_id.to_string(),
+            (park.as_millis() as u64).to_string(),
+            if others > 0 { "1" } else { "0" }.to_owned(),
+        ];
         let sent_at = Instant::now();
-        let reply: Vec<i64> = client
-            .conn
-            .script(&invocation, "acquiring a lock", &inner.name)
-            .await?;
+        let reply: Vec<i64> = match client.replica_sync {
+            None => {
+                let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
+                for key in keys {
+                    invocation.key(key);
+                }
+                for arg in &args {
+                    invocation.arg(arg);
+                }
+                client
+                    .conn
+                    .script(&invocation, "acquiring a lock", &inner.name)
+                    .await?
+            }
+            Some((replicas, wait)) => {
+                let (reply, acked): (Vec<i64>, i64) = client
+                    .conn
+                    .script_then_wait(
+                        &scripts::LOCK_ACQUIRE,
+                        &keys,
+                        &args,
+                        replicas,
+                        wait,
+                        "acquiring a lock",
+                        &inner.name,
+                    )
+                    .await?;
+                let short = reply.first() == Some(&1) && acked < i64::from(replicas);
+                // Auto mode: a primary without any replica now cannot do better; carry on.
+                let short = short
+                    && (client.replica_sync_required
+                        || crate::client::connected_replicas(&client.conn).await? > 0);
+                if short {
+                    // Not on enough replicas: undo the grant, so that a failover cannot hand
+                    // the lock to someone else while we believe we hold it.
+                    let mut invocation = scripts::LOCK_RELEASE.prepare_invoke();
+                    let task = self.release_task(lease_ms);
+                    for key in &task.keys {
+                        invocation.key(&**key);
+                    }
+                    for arg in &task.args {
+                        invocation.arg(arg);
+                    }
+                    client
+                        .conn
+                        .script::<i64>(&invocation, "undoing an unreplicated acquire", &inner.name)
+                        .await?;
+                    return Err(Error::NotReplicated {
+                        name: inner.name.clone(),
+                        timeout: wait,
+                    });
+                }
+                reply
+            }
+        };
         match reply.as_slice() {
             [1, token, holds] => {
                 let ticket = client.registry.acquired(

@@ -39,7 +39,7 @@ async fn sentinel_failover_under_a_held_lock_and_a_waiter() {
     );
     let connect = || {
         Client::builder(url.clone())
-            .watchdog_timeout(Duration::from_secs(2))
+            .watchdog_timeout(Duration::from_secs(4))
             .command_timeout(Duration::from_secs(1))
             .connect_timeout(Duration::from_secs(2))
             .connect()
@@ -66,7 +66,7 @@ async fn sentinel_failover_under_a_held_lock_and_a_waiter() {
 
     // The holder may or may not still hold it (replication is asynchronous). Its release is
     // a clean answer either way: done, not the owner any more, or Redis not reachable yet (the
-    // lock then expires with its 2 s lease, as nothing renews it).
+    // lock then expires with its 4 s lease, as nothing renews it).
     match guard.unlock().await {
         Ok(()) => {}
         Err(e) => assert!(e.is_not_owner() || e.is_connection(), "{e}"),
@@ -175,4 +175,79 @@ async fn missing_permissions_and_wrong_passwords_fail_at_once() {
         .await
         .unwrap_err();
     assert!(matches!(err, latchkey::Error::AuthFailed { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn replica_synced_acquires_are_undone_when_no_replica_acknowledges() {
+    let primary = RedisServer::spawn();
+    let replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
+    replica.wait_until_synced(Duration::from_secs(30));
+    let client = Client::connect(primary.url()).await.unwrap();
+    assert_eq!(
+        client.replica_sync(),
+        Some((1, Duration::from_secs(1))),
+        "on by default"
+    );
+    let guard = client.lock("synced").lock().await.unwrap();
+    guard.unlock().await.unwrap();
+
+    // A replica that does not answer: the acquire is undone and reported.
+    replica.pause_process();
+    let err = client.lock("unsynced").lock().await.unwrap_err();
+    replica.resume_process();
+    assert!(
+        matches!(err, latchkey::Error::NotReplicated { .. }),
+        "{err}"
+    );
+    assert!(
+        !client.lock("unsynced").is_locked().await.unwrap(),
+        "undone"
+    );
+
+    // Off: no waiting.
+    let plain = Client::builder(primary.url())
+        .replica_sync(latchkey::ReplicaSync::Off)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(plain.replica_sync(), None);
+    let err = Client::builder(primary.url())
+        .replica_sync(latchkey::ReplicaSync::Require {
+            replicas: 0,
+            timeout: Duration::from_secs(1),
+        })
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_synced_lock_survives_the_failover_of_its_primary() {
+    let mut group = SentinelGroup::spawn(1, 3);
+    let hosts: Vec<String> = group.sentinels().iter().map(|s| s.addr()).collect();
+    let url = format!(
+        "redis+sentinel://{}/{}",
+        hosts.join(","),
+        group.master_name()
+    );
+    let client = Client::builder(url.clone())
+        .watchdog_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .unwrap();
+    assert!(client.replica_sync().is_some());
+    let lock = client.lock("durable");
+    let guard = lock.lock().await.unwrap();
+    // Acknowledged by the replica: kill the primary at once.
+    group.kill_primary();
+    group.wait_for_failover(Duration::from_secs(60));
+    let status = retry(|| {
+        let lock = lock.clone();
+        async move { lock.status().await }
+    })
+    .await;
+    assert_eq!(status.holders.len(), 1, "the lock survived the failover");
+    assert_eq!(status.holders[0].owner, lock.owner_id());
+    guard.unlock().await.unwrap();
 }
