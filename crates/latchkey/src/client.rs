@@ -333,7 +333,7 @@ impl ClientBuilder {
                     None => redis::Client::open(url.as_str()),
                 }
                 .map_err(config_error)?;
-                Ok(Target::Fixed(client))
+                Ok(Target::Fixed(Box::new(client)))
             }
             Topology::Sentinel {
                 sentinels,
@@ -375,7 +375,7 @@ impl ClientBuilder {
                     .set_number_of_retries(2)
                     .set_max_delay(Duration::from_millis(500));
                 let manager =
-                    ConnectionManager::new_with_config(client.clone(), manager_config).await?;
+                    ConnectionManager::new_with_config((**client).clone(), manager_config).await?;
                 Ok(Conn::single(manager, self.command_timeout))
             }
             Target::Cluster(cluster) => {

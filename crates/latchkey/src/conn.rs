@@ -50,7 +50,7 @@ mod tests {
 #[derive(Clone)]
 pub(crate) enum Target {
     /// One server at a fixed address.
-    Fixed(redis::Client),
+    Fixed(Box<redis::Client>),
     /// Asked of the sentinels each time a connection is made.
     Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
     /// A Redis Cluster.
@@ -90,7 +90,7 @@ impl Target {
     /// A client for the current primary (not for a cluster: use [`ClusterTarget::client`]).
     pub(crate) async fn client(&self) -> redis::RedisResult<redis::Client> {
         match self {
-            Target::Fixed(client) => Ok(client.clone()),
+            Target::Fixed(client) => Ok((**client).clone()),
             Target::Sentinel(sentinel) => sentinel.lock().await.async_get_client().await,
             Target::Cluster(_) => Err(redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
@@ -311,8 +311,7 @@ impl Conn {
         script: &redis::Script,
         keys: &[&str],
         args: &[String],
-        replicas: u32,
-        wait: Duration,
+        (replicas, wait): (u32, Duration),
         context: &'static str,
         key: &str,
     ) -> Result<(T, i64)> {

@@ -507,8 +507,7 @@ impl Lock {
                         &scripts::LOCK_ACQUIRE,
                         &keys,
                         &args,
-                        replicas,
-                        wait,
+                        (replicas, wait),
                         "acquiring a lock",
                         &inner.name,
                     )

@@ -283,7 +283,7 @@ async fn a_dropped_waiting_future_leaves_nothing_behind() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let b = client(&server).await;
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     let guard = a.lock("cancel").lock().await.unwrap();
     let lock_b = b.lock("cancel");
     let waiting = tokio::time::timeout(Duration::from_millis(300), lock_b.lock()).await;
@@ -317,12 +317,9 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
     // Drop the future after 0, 10, 20, … µs: some drops land before the script is sent, some
     // while it runs, some after it answered.
     for step in 0..150u64 {
-        match tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await {
-            Ok(guard) => {
-                completed += 1;
-                drop(guard.unwrap());
-            }
-            Err(_) => {}
+        if let Ok(guard) = tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await {
+            completed += 1;
+            drop(guard.unwrap());
         }
     }
     let b = client(&server).await;
@@ -737,7 +734,7 @@ async fn redisson_subscribers_still_get_the_unlock_message_after_a_hand_off() {
         let lock = b.lock("mixed");
         async move { lock.lock().await.unwrap() }
     });
-    let mut conn = server.conn().await;
+    let conn = server.conn().await;
     assert!(
         eventually(Duration::from_secs(5), || {
             let mut conn = conn.clone();
@@ -756,7 +753,7 @@ async fn redisson_subscribers_still_get_the_unlock_message_after_a_hand_off() {
     let wake_id: u64 = first
         .parse()
         .expect("a numeric wake id, which Redisson ignores");
-    assert!(wake_id >= 2 && wake_id < (1 << 63));
+    assert!((2..(1 << 63)).contains(&wake_id));
     assert_eq!(second, "0", "Redisson's unlock message follows");
     let g = waiter.await.unwrap();
     g.unlock().await.unwrap();

@@ -85,7 +85,7 @@ fn parse_cluster_nodes(text: &str) -> Vec<NodeLine> {
 ///
 /// Node indices (into [`RedisCluster::nodes`]) are stable; roles are not (after a
 /// failover), so [`RedisCluster::primaries`] and [`RedisCluster::replicas`] ask the nodes.
-/// Dropping the cluster kills every node.
+/// Nodes use plain TCP and no password. Dropping the cluster kills every node.
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
@@ -239,7 +239,9 @@ impl RedisCluster {
     /// If `slot >= 16384` or no running primary serves it.
     pub fn node_for_slot(&self, slot: u16) -> &RedisServer {
         assert!(u32::from(slot) < SLOTS, "slot {slot} out of range");
-        let view = self.view_of(self.any_live()).unwrap_or_else(|e| panic!("{e}"));
+        let view = self
+            .view_of(self.any_live())
+            .unwrap_or_else(|e| panic!("{e}"));
         let owner = view
             .iter()
             .find(|line| line.is_master() && !line.has_flag("fail") && line.serves(slot))
@@ -340,9 +342,7 @@ impl RedisCluster {
     fn view_of(&self, node: &RedisServer) -> Result<Vec<NodeLine>, String> {
         match node.query(&["CLUSTER", "NODES"], QUERY_TIMEOUT, QUERY_TIMEOUT) {
             Ok(Value::ServerError(e)) => Err(format!("CLUSTER NODES on {}: {e}", node.addr())),
-            Ok(reply) => Ok(parse_cluster_nodes(
-                &value_text(&reply).unwrap_or_default(),
-            )),
+            Ok(reply) => Ok(parse_cluster_nodes(&value_text(&reply).unwrap_or_default())),
             Err(e) => Err(format!("CLUSTER NODES on {}: {e}", node.addr())),
         }
     }
@@ -365,7 +365,7 @@ impl RedisCluster {
         type Entry = (u16, bool, u16, Vec<(u16, u16)>);
         let mut reference: Option<(u16, Vec<Entry>)> = None;
         for node in &live {
-            let info = node.try_info("cluster", QUERY_TIMEOUT)?;
+            let info = node.try_info_cmd(&["CLUSTER", "INFO"], QUERY_TIMEOUT)?;
             if info.get("cluster_state").map(String::as_str) != Some("ok") {
                 return Err(format!(
                     "{} reports cluster_state:{}",
@@ -391,11 +391,7 @@ impl RedisCluster {
                 }
                 let myself = line.has_flag("myself");
                 if !myself && !line.connected {
-                    return Err(format!(
-                        "{} has no link to port {}",
-                        node.addr(),
-                        line.port
-                    ));
+                    return Err(format!("{} has no link to port {}", node.addr(), line.port));
                 }
                 let master_port = line
                     .master_id
@@ -432,8 +428,7 @@ impl RedisCluster {
             if let Some(master_port) = myself_replica_of {
                 if live_ports.contains(&master_port) {
                     let replication = node.try_info("replication", QUERY_TIMEOUT)?;
-                    if replication.get("master_link_status").map(String::as_str) != Some("up")
-                    {
+                    if replication.get("master_link_status").map(String::as_str) != Some("up") {
                         return Err(format!(
                             "replica {} has no replication link up to port {master_port}",
                             node.addr()

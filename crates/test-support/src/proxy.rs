@@ -125,7 +125,10 @@ impl FaultProxy {
     /// If the listener cannot be bound.
     pub fn start(upstream: &str) -> FaultProxy {
         let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind the proxy listener");
-        let port = listener.local_addr().expect("proxy listener address").port();
+        let port = listener
+            .local_addr()
+            .expect("proxy listener address")
+            .port();
         let shared = Arc::new(Shared {
             upstream: upstream.to_string(),
             delay_micros: AtomicU64::new(0),
@@ -274,8 +277,14 @@ fn forward(shared: &Arc<Shared>, client: TcpStream, upstream: TcpStream) -> std:
     let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
     shared.conns().insert(id, Arc::clone(&conn));
     shared.accepted.fetch_add(1, Ordering::SeqCst);
-    let result = pump(shared, &conn, id, client.try_clone()?, upstream.try_clone()?)
-        .and_then(|()| pump(shared, &conn, id, upstream, client));
+    let result = pump(
+        shared,
+        &conn,
+        id,
+        client.try_clone()?,
+        upstream.try_clone()?,
+    )
+    .and_then(|()| pump(shared, &conn, id, upstream, client));
     if result.is_err() {
         conn.close();
         shared.conns().remove(&id);
@@ -332,7 +341,11 @@ fn pump(
                             if now >= due && !shared.blackholed() {
                                 break;
                             }
-                            let wait = if now < due { (due - now).min(TICK) } else { TICK };
+                            let wait = if now < due {
+                                (due - now).min(TICK)
+                            } else {
+                                TICK
+                            };
                             std::thread::sleep(wait);
                         }
                         if to.write_all(&data).is_err() {

@@ -18,7 +18,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// One primary, its replicas (`replicaof`) and `redis-sentinel` processes monitoring it as
 /// `"mymaster"` with quorum `S/2 + 1`, `down-after-milliseconds 1000` and
 /// `failover-timeout 5000`. Everything listens on `127.0.0.1` and the sentinels announce
-/// `127.0.0.1`.
+/// `127.0.0.1`. Plain TCP, no password.
 ///
 /// Dropping the group kills the sentinels, then the data servers.
 #[derive(Debug)]
@@ -40,7 +40,10 @@ impl SentinelGroup {
     ///
     /// If `sentinels == 0`, or the group does not settle within 60 seconds.
     pub fn spawn(replicas: usize, sentinels: usize) -> SentinelGroup {
-        assert!(sentinels > 0, "SentinelGroup::spawn needs at least one sentinel");
+        assert!(
+            sentinels > 0,
+            "SentinelGroup::spawn needs at least one sentinel"
+        );
         let primary = RedisServer::spawn();
         let primary_addr = primary.addr();
         let mut servers = vec![primary];

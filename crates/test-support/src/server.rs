@@ -287,7 +287,11 @@ impl ServerBuilder {
             quiet: false,
             dir,
         };
-        let attempts = if self.port.is_some() { 1 } else { PORT_ATTEMPTS };
+        let attempts = if self.port.is_some() {
+            1
+        } else {
+            PORT_ATTEMPTS
+        };
         let mut last = String::new();
         for _ in 0..attempts {
             let port = self.port.unwrap_or_else(free_port);
@@ -304,7 +308,10 @@ impl ServerBuilder {
             }
         }
         server.quiet = true;
-        panic!("{} could not bind a port after {attempts} attempt(s):\n{last}", kind.name());
+        panic!(
+            "{} could not bind a port after {attempts} attempt(s):\n{last}",
+            kind.name()
+        );
     }
 
     fn render(&self, port: u16, dir: &Path, log_path: &Path) -> String {
@@ -322,8 +329,14 @@ impl ServerBuilder {
                 format!("port {port}"),
                 "sentinel announce-ip 127.0.0.1".into(),
                 format!("sentinel announce-port {port}"),
-                format!("sentinel monitor {name} {host} {primary_port} {}", spec.quorum),
-                format!("sentinel down-after-milliseconds {name} {}", spec.down_after_ms),
+                format!(
+                    "sentinel monitor {name} {host} {primary_port} {}",
+                    spec.quorum
+                ),
+                format!(
+                    "sentinel down-after-milliseconds {name} {}",
+                    spec.down_after_ms
+                ),
                 format!(
                     "sentinel failover-timeout {name} {}",
                     spec.failover_timeout_ms
@@ -331,12 +344,17 @@ impl ServerBuilder {
                 format!("sentinel parallel-syncs {name} 1"),
             ]);
             if let Some(password) = &self.password {
-                lines.push(format!("sentinel auth-pass {name} {}", conf_quote(password)));
+                lines.push(format!(
+                    "sentinel auth-pass {name} {}",
+                    conf_quote(password)
+                ));
             }
         } else {
             lines.extend([
                 "save \"\"".into(),
                 "enable-debug-command yes".into(),
+                // Full syncs start at once instead of after the default 5 s.
+                "repl-diskless-sync-delay 0".into(),
                 format!("appendonly {}", if self.appendonly { "yes" } else { "no" }),
             ]);
             if self.appendonly {
@@ -346,9 +364,18 @@ impl ServerBuilder {
                 lines.extend([
                     "port 0".into(),
                     format!("tls-port {port}"),
-                    format!("tls-cert-file {}", conf_quote(&dir_file(dir, "tls-server.crt"))),
-                    format!("tls-key-file {}", conf_quote(&dir_file(dir, "tls-server.key"))),
-                    format!("tls-ca-cert-file {}", conf_quote(&dir_file(dir, "tls-ca.crt"))),
+                    format!(
+                        "tls-cert-file {}",
+                        conf_quote(&dir_file(dir, "tls-server.crt"))
+                    ),
+                    format!(
+                        "tls-key-file {}",
+                        conf_quote(&dir_file(dir, "tls-server.key"))
+                    ),
+                    format!(
+                        "tls-ca-cert-file {}",
+                        conf_quote(&dir_file(dir, "tls-ca.crt"))
+                    ),
                     "tls-auth-clients optional".into(),
                     "tls-replication yes".into(),
                 ]);
@@ -586,9 +613,7 @@ impl RedisServer {
         let (name, rest) = args
             .split_first()
             .expect("cmd_sync needs at least the command name");
-        let mut con = self
-            .client()
-            .get_connection_with_timeout(connect_timeout)?;
+        let mut con = self.client().get_connection_with_timeout(connect_timeout)?;
         con.set_read_timeout(Some(read_timeout))?;
         con.set_write_timeout(Some(read_timeout))?;
         let mut cmd = redis::cmd(name);
@@ -610,12 +635,56 @@ impl RedisServer {
         }
     }
 
-    pub(crate) fn try_info(&self, section: &str, timeout: Duration) -> Result<HashMap<String, String>, String> {
-        match self.query(&["INFO", section], timeout, timeout) {
-            Ok(Value::ServerError(e)) => Err(format!("INFO on {}: {e}", self.addr())),
-            Ok(reply) => Ok(parse_info(&value_text(&reply).unwrap_or_default())),
-            Err(e) => Err(format!("INFO on {}: {e}", self.addr())),
+    /// For a replica: waits until `INFO replication` reports `master_link_status:up` (the
+    /// initial sync is done). [`ServerBuilder::spawn`] does not wait for that.
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within `timeout`.
+    pub fn wait_until_synced(&self, timeout: Duration) {
+        let result = crate::util::poll_until(timeout, Duration::from_millis(20), || {
+            let info = self.try_info("replication", Duration::from_secs(2))?;
+            match info.get("master_link_status").map(String::as_str) {
+                Some("up") => Ok(()),
+                other => Err(format!("master_link_status is {other:?}")),
+            }
+        });
+        if let Err(problem) = result {
+            panic!("{} did not sync within {timeout:?}: {problem}", self.addr());
         }
+    }
+
+    /// `CLUSTER INFO` as `field -> value` (e.g. `cluster_state`).
+    ///
+    /// # Panics
+    ///
+    /// If the connection fails or the reply is an error (e.g. not in cluster mode).
+    pub fn cluster_info(&self) -> HashMap<String, String> {
+        match self.cmd_sync(&["CLUSTER", "INFO"]) {
+            Value::ServerError(e) => panic!("CLUSTER INFO on {}: {e}", self.addr()),
+            reply => parse_info(&value_text(&reply).unwrap_or_default()),
+        }
+    }
+
+    /// Runs an INFO-like command (`INFO section`, `CLUSTER INFO`) with short timeouts.
+    pub(crate) fn try_info_cmd(
+        &self,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<HashMap<String, String>, String> {
+        match self.query(args, timeout, timeout) {
+            Ok(Value::ServerError(e)) => Err(format!("{args:?} on {}: {e}", self.addr())),
+            Ok(reply) => Ok(parse_info(&value_text(&reply).unwrap_or_default())),
+            Err(e) => Err(format!("{args:?} on {}: {e}", self.addr())),
+        }
+    }
+
+    pub(crate) fn try_info(
+        &self,
+        section: &str,
+        timeout: Duration,
+    ) -> Result<HashMap<String, String>, String> {
+        self.try_info_cmd(&["INFO", section], timeout)
     }
 
     fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
@@ -692,7 +761,11 @@ impl RedisServer {
     ///
     /// If the server is not running.
     pub fn pause_process(&self) {
-        assert!(self.is_running(), "pause_process: {} is not running", self.addr());
+        assert!(
+            self.is_running(),
+            "pause_process: {} is not running",
+            self.addr()
+        );
         send_signal(self.pid, libc::SIGSTOP);
         let deadline = Instant::now() + Duration::from_secs(5);
         while proc_state(self.pid).is_some_and(|s| s != 'T' && s != 't')
@@ -820,9 +893,7 @@ impl RedisServer {
             if Instant::now() >= deadline {
                 let output = read_from(&self.output_path, output_offset);
                 return Err(StartError::Failed(self.report(
-                    &format!(
-                        "was not ready within {READY_TIMEOUT:?} (last PING: {last_probe})"
-                    ),
+                    &format!("was not ready within {READY_TIMEOUT:?} (last PING: {last_probe})"),
                     &log,
                     &output,
                 )));
@@ -871,7 +942,11 @@ impl RedisServer {
     }
 
     fn print_log_tail(&self) {
-        let mut text = self.report("(test panicked)", &self.log(), &read_from(&self.output_path, 0));
+        let mut text = self.report(
+            "(test panicked)",
+            &self.log(),
+            &read_from(&self.output_path, 0),
+        );
         text.push_str("--- end ---\n");
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
@@ -897,7 +972,9 @@ fn file_len(path: &Path) -> u64 {
 fn read_from(path: &Path, offset: u64) -> String {
     match std::fs::read(path) {
         Ok(bytes) => {
-            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
             String::from_utf8_lossy(&bytes[start..]).into_owned()
         }
         Err(_) => String::new(),

@@ -14,8 +14,9 @@ async fn cluster_comes_up_serves_keys_and_fails_over() {
     assert_eq!(cluster.replicas().len(), 3);
     assert_eq!(cluster.urls().len(), 6);
     for node in cluster.nodes() {
-        assert_eq!(node.info("cluster")["cluster_state"], "ok");
-        assert_eq!(node.info("cluster")["cluster_slots_assigned"], "16384");
+        let info = node.cluster_info();
+        assert_eq!(info["cluster_state"], "ok");
+        assert_eq!(info["cluster_slots_assigned"], "16384");
     }
 
     // Keys spread over several primaries.
@@ -69,8 +70,10 @@ async fn cluster_comes_up_serves_keys_and_fails_over() {
 
     // The killed node comes back as a replica.
     cluster.node_mut(victim).restart();
-    eventually(Duration::from_secs(60), "the restarted node to rejoin", || {
-        cluster.replicas().len() == 3
-    });
+    eventually(
+        Duration::from_secs(60),
+        "the restarted node to rejoin",
+        || cluster.replicas().len() == 3,
+    );
     cluster.wait_healthy(Duration::from_secs(90));
 }

@@ -5,7 +5,10 @@ use redis::AsyncCommands;
 
 use crate::{config, eventually};
 
-async fn connect(proxy: &FaultProxy, response_timeout: Duration) -> redis::aio::MultiplexedConnection {
+async fn connect(
+    proxy: &FaultProxy,
+    response_timeout: Duration,
+) -> redis::aio::MultiplexedConnection {
     redis::Client::open(proxy.url())
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config(response_timeout))
@@ -46,7 +49,10 @@ async fn blackhole_makes_commands_time_out() {
     proxy.blackhole(true);
     let started = Instant::now();
     let result = ping(&mut conn).await;
-    assert!(result.is_err(), "PING answered through a black hole: {result:?}");
+    assert!(
+        result.is_err(),
+        "PING answered through a black hole: {result:?}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(450));
     // The connection stays open, and new connections are accepted but get no answer.
     assert_eq!(proxy.connection_count(), 1);
@@ -94,9 +100,11 @@ async fn drop_connections_breaks_open_connections() {
     assert_eq!(proxy.connection_count(), 0);
     assert!(ping(&mut conn).await.is_err());
     // The server sees its side closed too.
-    eventually(Duration::from_secs(10), "the server to drop the client", || {
-        server.info("clients")["connected_clients"] == "1"
-    });
+    eventually(
+        Duration::from_secs(10),
+        "the server to drop the client",
+        || server.info("clients")["connected_clients"] == "1",
+    );
 
     // New connections still work.
     let mut conn = connect(&proxy, Duration::from_secs(5)).await;
@@ -136,8 +144,10 @@ async fn upstream_down_closes_connections() {
     assert_eq!(ping(&mut conn).await.unwrap(), "PONG");
     server.kill();
     assert!(ping(&mut conn).await.is_err());
-    eventually(Duration::from_secs(10), "the proxy to close the connection", || {
-        proxy.connection_count() == 0
-    });
+    eventually(
+        Duration::from_secs(10),
+        "the proxy to close the connection",
+        || proxy.connection_count() == 0,
+    );
     drop(proxy);
 }

@@ -18,17 +18,17 @@ fn sentinel_promotes_a_replica_when_the_primary_dies() {
     // Write and make sure both replicas have it before the primary dies.
     let primary = group.primary();
     primary.cmd_sync(&["SET", "before-failover", "1"]);
-    assert_eq!(
-        primary.cmd_sync(&["WAIT", "2", "10000"]),
-        Value::Int(2)
-    );
+    assert_eq!(primary.cmd_sync(&["WAIT", "2", "10000"]), Value::Int(2));
     let replica_addrs: Vec<String> = group.replicas().iter().map(|r| r.addr()).collect();
 
     let killed = group.kill_primary();
     assert_eq!(killed, first);
     let promoted = group.wait_for_failover(Duration::from_secs(90));
     assert_ne!(promoted, first);
-    assert!(replica_addrs.contains(&promoted), "{promoted} was not a replica");
+    assert!(
+        replica_addrs.contains(&promoted),
+        "{promoted} was not a replica"
+    );
     assert_eq!(group.current_primary_addr(), promoted);
     let new_primary = group.primary();
     assert_eq!(new_primary.info("replication")["role"], "master");

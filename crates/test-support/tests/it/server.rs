@@ -17,7 +17,10 @@ async fn spawn_and_ping() {
     assert!(server.pid() > 0);
     assert_eq!(server.addr(), format!("127.0.0.1:{}", server.port()));
     assert_eq!(server.url(), format!("redis://127.0.0.1:{}", server.port()));
-    assert_eq!(server.cmd_sync(&["PING"]), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        server.cmd_sync(&["PING"]),
+        Value::SimpleString("PONG".into())
+    );
 
     let mut conn = server.conn().await;
     let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
@@ -124,14 +127,8 @@ fn two_servers_are_independent() {
     assert_ne!(servers[0].port(), servers[1].port());
     assert_ne!(servers.urls()[0], servers.urls()[1]);
     servers[0].cmd_sync(&["SET", "only-here", "1"]);
-    assert_eq!(
-        servers[0].cmd_sync(&["EXISTS", "only-here"]),
-        Value::Int(1)
-    );
-    assert_eq!(
-        servers[1].cmd_sync(&["EXISTS", "only-here"]),
-        Value::Int(0)
-    );
+    assert_eq!(servers[0].cmd_sync(&["EXISTS", "only-here"]), Value::Int(1));
+    assert_eq!(servers[1].cmd_sync(&["EXISTS", "only-here"]), Value::Int(0));
 }
 
 #[tokio::test]
@@ -158,7 +155,9 @@ async fn password_and_acl_users() {
         .password("s3cr:t@pw")
         .acl_user("alice on >alicepw ~app:* +@all")
         .spawn();
-    assert!(server.url().starts_with("redis://default:s3cr%3At%40pw@127.0.0.1:"));
+    assert!(server
+        .url()
+        .starts_with("redis://default:s3cr%3At%40pw@127.0.0.1:"));
     // The admin connection authenticates.
     let mut conn = server.conn().await;
     let () = conn.set("app:x", "1").await.unwrap();
@@ -182,9 +181,8 @@ async fn password_and_acl_users() {
 #[test]
 fn replica_follows_primary() {
     let primary = RedisServer::spawn();
-    let replica = RedisServer::builder()
-        .replica_of(&primary.addr())
-        .spawn();
+    let replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
+    replica.wait_until_synced(Duration::from_secs(30));
     primary.cmd_sync(&["SET", "replicated", "42"]);
     eventually(Duration::from_secs(30), "the key on the replica", || {
         replica.cmd_sync(&["GET", "replicated"]) == Value::BulkString(b"42".to_vec())

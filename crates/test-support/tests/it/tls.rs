@@ -26,8 +26,14 @@ async fn tls_server_accepts_its_ca_and_rejects_another() {
     }
     let server = RedisServer::builder().tls(&files).spawn();
     assert!(server.is_tls());
-    assert_eq!(server.url(), format!("rediss://127.0.0.1:{}", server.port()));
-    assert_eq!(server.cmd_sync(&["PING"]), Value::SimpleString("PONG".into()));
+    assert_eq!(
+        server.url(),
+        format!("rediss://127.0.0.1:{}", server.port())
+    );
+    assert_eq!(
+        server.cmd_sync(&["PING"]),
+        Value::SimpleString("PONG".into())
+    );
 
     // Admin connection (CA + client certificate).
     let mut conn = server.conn().await;
