@@ -27,12 +27,12 @@ local lock_type = check(KEYS[1], 'hash', 'the lock key')
 if type(lock_type) == 'table' then return lock_type end
 local err = check(KEYS[2], 'string', 'the fencing counter')
 if type(err) == 'table' then return err end
-err = check(KEYS[3], 'zset', 'the wait queue')
-if type(err) == 'table' then return err end
+local queue_type = check(KEYS[3], 'zset', 'the wait queue')
+if type(queue_type) == 'table' then return queue_type end
 err = check(KEYS[4], 'hash', 'the waiter liveness hash')
 if type(err) == 'table' then return err end
-err = check(KEYS[5], 'string', 'the hand-off reservation')
-if type(err) == 'table' then return err end
+local reservation_type = check(KEYS[5], 'string', 'the hand-off reservation')
+if type(reservation_type) == 'table' then return reservation_type end
 
 local function wait_for(retry_after)
     local park = tonumber(ARGV[4])
@@ -57,7 +57,7 @@ local function wait_for(retry_after)
 end
 
 if lock_type == 'none' then
-    local reserved = redis.call('get', KEYS[5])
+    local reserved = reservation_type == 'string' and redis.call('get', KEYS[5])
     if reserved and reserved ~= ARGV[3] then
         -- Handed off to another waiter, who is on its way: wait for the reservation to lapse.
         return wait_for(redis.call('pttl', KEYS[5]))
@@ -69,7 +69,7 @@ if lock_type == 'none' then
     local token = redis.call('incr', KEYS[2])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[5] == '0' then
+    if ARGV[5] == '0' and queue_type == 'zset' then
         redis.call('zrem', KEYS[3], ARGV[3])
         redis.call('hdel', KEYS[4], ARGV[3])
     end
