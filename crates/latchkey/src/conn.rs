@@ -260,7 +260,8 @@ impl Conn {
         Ok(match &self.backend {
             Backend::Single(c) => Handle::Single(c.clone()),
             Backend::Cluster(c) => Handle::Cluster(c.clone()),
-            Backend::Sentinel(s) => Handle::Plain(s.get().await?),
+            // Boxed: the sentinel look-up nests the driver's futures deeply.
+            Backend::Sentinel(s) => Handle::Plain(Box::pin(s.get()).await?),
         })
     }
 
