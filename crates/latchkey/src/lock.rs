@@ -169,12 +169,23 @@ impl LockKeys {
     pub(crate) fn new(name: &str) -> LockKeys {
         LockKeys {
             key: name.to_owned(),
-            token: format!("redisson_lock_token:{{{name}}}"),
-            channel: format!("redisson_lock__channel:{{{name}}}"),
-            queue: format!("latchkey_lock_queue:{{{name}}}"),
-            alive: format!("latchkey_lock_alive:{{{name}}}"),
-            hand_off: format!("latchkey_lock_handoff:{{{name}}}"),
+            token: prefix_name("redisson_lock_token", name),
+            channel: prefix_name("redisson_lock__channel", name),
+            queue: prefix_name("latchkey_lock_queue", name),
+            alive: prefix_name("latchkey_lock_alive", name),
+            hand_off: prefix_name("latchkey_lock_handoff", name),
         }
+    }
+}
+
+/// A key derived from an object name, by Redisson's rule: `<prefix>:{<name>}`, or
+/// `<prefix>:<name>` when the name already has a `{`, so that the derived key keeps the name's
+/// own hash tag and lands in the same cluster slot as the object.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
     }
 }
 

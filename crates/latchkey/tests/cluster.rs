@@ -156,3 +156,24 @@ async fn mutual_exclusion_on_a_cluster() {
         .unwrap();
     assert_eq!(v, 120);
 }
+
+#[tokio::test]
+async fn names_with_their_own_hash_tag_stay_in_one_slot() {
+    let cluster = RedisCluster::spawn(3, 0);
+    let client = Client::connect(url(&cluster)).await.unwrap();
+    let lock = client.lock("orders{eu}:1");
+    let guard = lock.lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = Client::connect(url(&cluster))
+            .await
+            .unwrap()
+            .lock("orders{eu}:1");
+        async move { lock.lock().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.unlock().await.unwrap();
+    waiter.await.unwrap().unlock().await.unwrap();
+    let node = cluster.node_for_key("eu");
+    let token = node.cmd_sync(&["GET", "redisson_lock_token:orders{eu}:1"]);
+    assert_eq!(token, redis::Value::BulkString(b"2".to_vec()));
+}
