@@ -139,10 +139,9 @@ impl SentinelConn {
             return Ok(conn.clone());
         }
         let client = self.target.client().await?;
-        let config =
-            redis::AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(self.connect_timeout))
-                .set_response_timeout(Some(self.response_timeout));
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout));
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;

@@ -3,14 +3,40 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod codec;
 mod conn;
 mod error;
+mod fair_lock;
+mod keys;
+mod latch;
 mod lock;
+mod multi_lock;
+mod permit_semaphore;
 mod pubsub;
+mod queue;
+mod redlock;
+mod rwlock;
 mod scripts;
+mod semaphore;
 mod task;
 mod watchdog;
 
-pub use client::{Client, ClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT};
+pub use client::{
+    Client, ClientBuilder, ReplicaSync, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT,
+};
+pub use codec::{Codec, Json};
 pub use error::{Error, Result};
+pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
+pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
+pub use multi_lock::{MultiLock, MultiLockGuard};
+pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemaphore};
+pub use queue::{
+    BlockingQueue, DelayedQueue, Delivery, ItemId, PendingItem, DEFAULT_VISIBILITY_TIMEOUT,
+    MAX_DELAY, MAX_ITEM_SIZE,
+};
+pub use redlock::{
+    RedLock, RedLockBuilder, RedLockGuard, DEFAULT_PER_NODE_TIMEOUT, DEFAULT_RETRY_DELAY,
+};
+pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
+pub use semaphore::{Permits, Semaphore, MAX_PERMITS};

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
+use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::scripts;
 use crate::task::detached;
@@ -175,17 +176,6 @@ impl LockKeys {
             alive: prefix_name("latchkey_lock_alive", name),
             hand_off: prefix_name("latchkey_lock_handoff", name),
         }
-    }
-}
-
-/// A key derived from an object name, by Redisson's rule: `<prefix>:{<name>}`, or
-/// `<prefix>:<name>` when the name already has a `{`, so that the derived key keeps the name's
-/// own hash tag and lands in the same cluster slot as the object.
-pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
     }
 }
 

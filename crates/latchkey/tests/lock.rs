@@ -317,7 +317,8 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
     // Drop the future after 0, 10, 20, … µs: some drops land before the script is sent, some
     // while it runs, some after it answered.
     for step in 0..150u64 {
-        if let Ok(guard) = tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await {
+        if let Ok(guard) = tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await
+        {
             completed += 1;
             drop(guard.unwrap());
         }

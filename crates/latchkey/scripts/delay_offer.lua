@@ -1,0 +1,97 @@
+-- Offer items to a delayed queue: each goes to the delayed zset scored by its due time, or
+-- straight to the ready list when it is already due.
+--
+-- KEYS[1]  the delayed zset: item id -> due time (ms since the epoch, server clock)
+-- KEYS[2]  the item hash: item id -> payload
+-- KEYS[3]  the ready list of item ids (consumers pop from the left)
+-- KEYS[4]  the delay channel: gets the due time when an offered item becomes the earliest
+-- KEYS[5]  the ready channel: gets the number of ids pushed to the ready list
+-- ARGV[1]  'in': the times below are delays in microseconds from the server's TIME;
+--          'at': they are due times in milliseconds since the epoch
+-- ARGV[2], ARGV[3], ARGV[4], ...  one triple per item: id, delay or due time, payload
+--
+-- Returns {pushed to the ready list, added to the delayed zset, server time in ms}.
+-- Key types and ids are checked before the first write: a wrong type or an id already in use
+-- is an error and nothing changes. Due times round up to the next millisecond, so an item is
+-- never ready before its delay has passed by the server clock.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return nil
+end
+local err = check(KEYS[1], 'zset', 'the delayed zset')
+    or check(KEYS[2], 'hash', 'the item hash')
+    or check(KEYS[3], 'list', 'the ready list')
+if err then return err end
+
+-- The last ARGV is the publish command: "publish", or "spublish" on a cluster.
+local publish = ARGV[#ARGV]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local mode = ARGV[1]
+local count = (#ARGV - 2) / 3
+if (mode ~= 'in' and mode ~= 'at') or count < 1 or count ~= math.floor(count) then
+    return redis.error_reply('ERR delay_offer: expected a mode and id/time/payload triples')
+end
+for i = 0, count - 1 do
+    local id = ARGV[2 + 3 * i]
+    if not tonumber(ARGV[3 + 3 * i]) then
+        return redis.error_reply('ERR delay_offer: bad time for item ' .. id)
+    end
+    if redis.call('hexists', KEYS[2], id) == 1 then
+        return redis.error_reply('ERR delay_offer: item id ' .. id .. ' is already in use')
+    end
+end
+
+local now = redis.call('time')
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local now_ms = math.floor(now_us / 1000)
+
+-- An item due now goes straight to the ready list, unless earlier items are overdue and still
+-- wait for the transfer: then it queues behind them in the zset, so order by due time holds.
+local head = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')
+local overdue = head[2] ~= nil and tonumber(head[2]) <= now_ms
+
+local ready = {}
+local delayed = 0
+local earliest = nil
+for i = 0, count - 1 do
+    local id = ARGV[2 + 3 * i]
+    local time = tonumber(ARGV[3 + 3 * i])
+    local due
+    if mode == 'in' then
+        due = math.ceil((now_us + time) / 1000)
+    else
+        due = time
+    end
+    redis.call('hset', KEYS[2], id, ARGV[4 + 3 * i])
+    if due <= now_ms and not overdue then
+        ready[#ready + 1] = id
+    else
+        redis.call('zadd', KEYS[1], due, id)
+        delayed = delayed + 1
+        if earliest == nil or due < earliest then
+            earliest = due
+        end
+    end
+end
+
+local step = 1000
+for i = 1, #ready, step do
+    redis.call('rpush', KEYS[3], unpack(ready, i, math.min(i + step - 1, #ready)))
+end
+if #ready > 0 then
+    redis.call(publish, KEYS[5], #ready)
+end
+if earliest ~= nil then
+    -- Tell the transfer agents when one of these items is now the earliest to come due, or
+    -- when overdue items wait for them.
+    local first = tonumber(redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')[2])
+    if overdue or first >= earliest then
+        redis.call(publish, KEYS[4], string.format('%d', first))
+    end
+end
+return {#ready, delayed, now_ms}

@@ -1,0 +1,33 @@
+-- Read the earliest items waiting in the delayed zset (no writes).
+--
+-- KEYS[1]  the delayed zset
+-- KEYS[2]  the item hash
+-- ARGV[1]  the most items to return
+--
+-- Returns a flat array: id, due time (ms since the epoch), payload, for each item in due order.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return nil
+end
+local err = check(KEYS[1], 'zset', 'the delayed zset')
+    or check(KEYS[2], 'hash', 'the item hash')
+if err then return err end
+
+local limit = tonumber(ARGV[1])
+local out = {}
+if limit < 1 then
+    return out
+end
+local items = redis.call('zrange', KEYS[1], 0, limit - 1, 'WITHSCORES')
+for i = 1, #items, 2 do
+    local payload = redis.call('hget', KEYS[2], items[i])
+    if payload then
+        out[#out + 1] = items[i]
+        out[#out + 1] = tonumber(items[i + 1])
+        out[#out + 1] = payload
+    end
+end
+return out

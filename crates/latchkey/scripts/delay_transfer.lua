@@ -1,0 +1,68 @@
+-- The transfer: move due items from the delayed zset, and unacknowledged deliveries whose
+-- visibility timeout ran out, to the ready list. Bounded: at most ARGV[1] of each per call, so
+-- a flood of due items never blocks Redis for long; the caller calls again while work is left.
+-- Idempotent: several clients may run it at once; each item moves exactly once.
+--
+-- KEYS[1]  the delayed zset: item id -> due time (ms, server clock)
+-- KEYS[2]  the ready list of item ids
+-- KEYS[3]  the unacked zset: item id -> visibility deadline (ms, server clock)
+-- KEYS[4]  the ready channel: gets the number of ids pushed to the ready list
+-- ARGV[1]  the most items to move from each of the zsets
+--
+-- Returns {moved from the delayed zset, redelivered from the unacked zset,
+--          earliest due time left or -1, earliest visibility deadline left or -1,
+--          server time in microseconds}.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return nil
+end
+local err = check(KEYS[1], 'zset', 'the delayed zset')
+    or check(KEYS[2], 'list', 'the ready list')
+    or check(KEYS[3], 'zset', 'the unacked zset')
+if err then return err end
+
+-- ARGV[2]: the publish command, "publish" or "spublish" (cluster).
+local publish = ARGV[2]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local limit = tonumber(ARGV[1])
+local now = redis.call('time')
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local now_ms = math.floor(now_us / 1000)
+local step = 1000
+
+-- Deliveries never acknowledged in time go back to the head of the ready list, oldest first.
+local expired = redis.call('zrangebyscore', KEYS[3], '-inf', now_ms, 'LIMIT', 0, limit)
+if #expired > 0 then
+    for i = #expired, 1, -1 do
+        redis.call('lpush', KEYS[2], expired[i])
+    end
+    for i = 1, #expired, step do
+        redis.call('zrem', KEYS[3], unpack(expired, i, math.min(i + step - 1, #expired)))
+    end
+end
+
+-- Due items go to the tail in due order (ties in id order).
+local due = redis.call('zrangebyscore', KEYS[1], '-inf', now_ms, 'LIMIT', 0, limit)
+for i = 1, #due, step do
+    local j = math.min(i + step - 1, #due)
+    redis.call('rpush', KEYS[2], unpack(due, i, j))
+    redis.call('zrem', KEYS[1], unpack(due, i, j))
+end
+
+if #due + #expired > 0 then
+    redis.call(publish, KEYS[4], #due + #expired)
+end
+
+local function first_score(key)
+    local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+    if first[2] == nil then
+        return -1
+    end
+    return tonumber(first[2])
+end
+return {#due, #expired, first_score(KEYS[1]), first_score(KEYS[3]), now_us}

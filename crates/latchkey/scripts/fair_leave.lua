@@ -1,0 +1,49 @@
+-- A waiter of a fair lock gave up (its wait ran out, its future was dropped, or the acquire
+-- failed): remove its queue entry at once, and if that lets the next waiter take a free lock,
+-- wake that waiter.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the wait queue (list of owner ids, head first)
+-- KEYS[3]  the waiters' deadlines (zset owner id -> server ms)
+-- KEYS[4]  the wake channel prefix; a waiter listens on "<prefix>:<owner id>"
+-- ARGV[1]  the leaving owner id
+-- ARGV[2]  the wake message ("0")
+-- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns 1 when the entry was removed, 0 when there was none. Keys of unexpected types are
+-- left alone.
+local publish = ARGV[3]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local queue_type = redis.call('type', KEYS[2])['ok']
+local deadlines_type = redis.call('type', KEYS[3])['ok']
+if (queue_type ~= 'none' and queue_type ~= 'list')
+    or (deadlines_type ~= 'none' and deadlines_type ~= 'zset') then
+    return 0
+end
+local was_head = redis.call('lindex', KEYS[2], 0) == ARGV[1]
+local removed = redis.call('lrem', KEYS[2], 0, ARGV[1]) + redis.call('zrem', KEYS[3], ARGV[1])
+if removed == 0 then
+    return 0
+end
+if not was_head or redis.call('exists', KEYS[1]) == 1 then
+    return 1
+end
+-- The lock is free and the leaver was first: wake the next live waiter.
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+    if deadline and deadline > now_ms then
+        redis.call(publish, KEYS[4] .. ':' .. head, ARGV[2])
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+return 1

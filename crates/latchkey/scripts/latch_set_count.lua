@@ -1,0 +1,25 @@
+-- Set a count-down latch's count unless it is set already (Redisson's
+-- RCountDownLatch.trySetCount).
+--
+-- KEYS[1]  the count: a string holding an integer (Redisson's RCountDownLatch key)
+-- KEYS[2]  the channel: redisson_countdownlatch__channel__{<name>}
+-- ARGV[1]  the count (>= 1)
+-- ARGV[2]  Redisson's new-count message ("1")
+-- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns 1 when the count was set (and the new-count message published), 0 when the latch
+-- already had a count.
+local publish = ARGV[3]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local t = redis.call('type', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+    return redis.error_reply('WRONGTYPE the latch key holds a ' .. t .. ', not a string')
+end
+if t ~= 'none' then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call(publish, KEYS[2], ARGV[2])
+return 1

@@ -1,0 +1,32 @@
+-- Renew (or only check) a batch of permit leases in one call: the watchdog's script for
+-- permit-expirable semaphores.
+--
+-- KEYS[i]        the lease zset of permit i
+-- ARGV[2i - 1]   permit id i, as 32 hex digits
+-- ARGV[2i]       new lease in milliseconds for permit i; 0 checks without extending
+--
+-- Returns one integer per permit: 1 while its lease runs, 0 once it has ended or is gone.
+-- An ended lease is never extended (its permit may be reclaimed at any moment). Never writes
+-- to a key that is not a zset holding the permit.
+local function unhex(h)
+    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
+end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local result = {}
+for i, key in ipairs(KEYS) do
+    local id = unhex(ARGV[2 * i - 1])
+    local lease = tonumber(ARGV[2 * i])
+    local held = 0
+    if redis.call('type', key)['ok'] == 'zset' then
+        local ends = redis.call('zscore', key, id)
+        if ends and tonumber(ends) > now then
+            held = 1
+            if lease > 0 then
+                redis.call('zadd', key, 'XX', now + lease, id)
+            end
+        end
+    end
+    result[i] = held
+end
+return result

@@ -1,0 +1,28 @@
+-- Set up a permit-expirable semaphore with a number of permits unless it is set up already
+-- (Redisson's RPermitExpirableSemaphore.trySetPermits).
+--
+-- KEYS[1]  the available permits (string holding an integer)
+-- KEYS[2]  the leases: zset of permit id -> lease end (server ms)
+-- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
+-- ARGV[1]  the number of permits (>= 0)
+-- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns 1 when the permits were set (and published), 0 when the semaphore already existed.
+local publish = ARGV[2]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local t = redis.call('type', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+    return redis.error_reply('WRONGTYPE the semaphore key holds a ' .. t .. ', not a string')
+end
+t = redis.call('type', KEYS[2])['ok']
+if t ~= 'none' and t ~= 'zset' then
+    return redis.error_reply('WRONGTYPE the permit leases hold a ' .. t .. ', not a zset')
+end
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call(publish, KEYS[3], ARGV[1])
+return 1

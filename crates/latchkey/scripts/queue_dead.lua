@@ -1,0 +1,29 @@
+-- Move an item that cannot be decoded to the dead-letter hash, so that it is neither lost nor
+-- delivered again.
+--
+-- KEYS[1]  the dead-letter hash: item id -> payload
+-- KEYS[2]  the item hash
+-- KEYS[3]  the unacked zset
+-- KEYS[4]  the attempt hash
+-- ARGV[1]  the item id
+-- ARGV[2]  the payload
+--
+-- Returns 1.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return nil
+end
+local err = check(KEYS[1], 'hash', 'the dead-letter hash')
+    or check(KEYS[2], 'hash', 'the item hash')
+    or check(KEYS[3], 'zset', 'the unacked zset')
+    or check(KEYS[4], 'hash', 'the attempt hash')
+if err then return err end
+
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+redis.call('hdel', KEYS[2], ARGV[1])
+redis.call('zrem', KEYS[3], ARGV[1])
+redis.call('hdel', KEYS[4], ARGV[1])
+return 1

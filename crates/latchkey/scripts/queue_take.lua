@@ -1,0 +1,58 @@
+-- Take the item at the head of the ready list.
+--
+-- KEYS[1]  the ready list of item ids
+-- KEYS[2]  the item hash: item id -> payload
+-- KEYS[3]  the unacked zset: item id -> visibility deadline (ms, server clock)
+-- KEYS[4]  the attempt hash: item id -> number of reliable deliveries so far
+-- ARGV[1]  'pop': remove the item for good (at-most-once);
+--          'claim': keep it, invisible until acknowledged or until the deadline (at-least-once)
+-- ARGV[2]  the visibility timeout in ms ('claim')
+--
+-- Returns false (nil) when the ready list is empty; {id, payload} ('pop') or
+-- {id, payload, attempt} ('claim'); {} when it skipped ids of items acknowledged or removed
+-- meanwhile and the caller should simply call again.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return nil
+end
+local err = check(KEYS[1], 'list', 'the ready list')
+    or check(KEYS[2], 'hash', 'the item hash')
+    or check(KEYS[3], 'zset', 'the unacked zset')
+    or check(KEYS[4], 'hash', 'the attempt hash')
+if err then return err end
+
+local claim = ARGV[1] == 'claim'
+local visibility = tonumber(ARGV[2])
+if not claim and ARGV[1] ~= 'pop' then
+    return redis.error_reply('ERR queue_take: unknown mode ' .. tostring(ARGV[1]))
+end
+if claim and (visibility == nil or visibility < 1) then
+    return redis.error_reply('ERR queue_take: bad visibility timeout')
+end
+
+for _ = 1, 100 do
+    local id = redis.call('lpop', KEYS[1])
+    if not id then
+        return false
+    end
+    local payload = redis.call('hget', KEYS[2], id)
+    if payload then
+        if claim then
+            local now = redis.call('time')
+            -- Rounded up, so a deadline never comes before the full timeout has passed.
+            local now_ms = math.ceil((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
+            redis.call('zadd', KEYS[3], now_ms + visibility, id)
+            local attempt = redis.call('hincrby', KEYS[4], id, 1)
+            return {id, payload, attempt}
+        end
+        redis.call('hdel', KEYS[2], id)
+        redis.call('hdel', KEYS[4], id)
+        return {id, payload}
+    end
+    -- No payload: the item was acknowledged (by an earlier delivery) after it had been put
+    -- back; its id is a leftover. Drop it and look at the next one.
+end
+return {}

@@ -1,0 +1,32 @@
+-- RedLock: take the lock on one node. The lock is a Redisson RLock hash, so Redisson clients
+-- (RedissonRedLock over RLocks of the same name) and latchkey locks on that node exclude it.
+--
+-- KEYS[1]  the lock hash: field <owner> -> 1, PEXPIRE = lease
+-- KEYS[2]  the node's fencing counter: redisson_lock_token:{<name>} (never expires)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field (new for every acquire call)
+--
+-- Returns {1, counter} when the owner holds the lock on this node afterwards (the counter is
+-- incremented for a new hold), {0, pttl} when another owner holds it.
+-- Key types are checked before the first write; a wrong type is an error and nothing changes.
+local lock_type = redis.call('type', KEYS[1])['ok']
+if lock_type ~= 'none' and lock_type ~= 'hash' then
+    return redis.error_reply('WRONGTYPE the lock key holds a ' .. lock_type .. ', not a hash')
+end
+local counter_type = redis.call('type', KEYS[2])['ok']
+if counter_type ~= 'none' and counter_type ~= 'string' then
+    return redis.error_reply('WRONGTYPE the fencing counter holds a ' .. counter_type .. ', not a string')
+end
+if lock_type == 'none' then
+    -- INCR first: if the counter is not an integer it fails before anything was written.
+    local counter = redis.call('incr', KEYS[2])
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, counter}
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- This owner's earlier attempt got it (its answer was late): keep it.
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, tonumber(redis.call('get', KEYS[2]) or '0') or 0}
+end
+return {0, redis.call('pttl', KEYS[1])}

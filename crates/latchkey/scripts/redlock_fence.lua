@@ -1,0 +1,25 @@
+-- RedLock: raise one node's fencing counter to the token of a new quorum hold.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the node's fencing counter: redisson_lock_token:{<name>}
+-- ARGV[1]  owner field
+-- ARGV[2]  the hold's fencing token (the largest counter of the nodes that granted it)
+--
+-- Returns 1 when the owner still holds the lock on this node and the counter is now at least the
+-- token, 0 otherwise (nothing changes then). Because the raise happens while the owner holds
+-- the node, every later holder of this node increments past the token.
+if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+local counter_type = redis.call('type', KEYS[2])['ok']
+if counter_type ~= 'none' and counter_type ~= 'string' then
+    return redis.error_reply('WRONGTYPE the fencing counter holds a ' .. counter_type .. ', not a string')
+end
+local counter = tonumber(redis.call('get', KEYS[2]) or '0')
+if counter == nil then
+    return redis.error_reply('WRONGTYPE the fencing counter holds a string that is not a count')
+end
+if counter < tonumber(ARGV[2]) then
+    redis.call('set', KEYS[2], ARGV[2])
+end
+return 1

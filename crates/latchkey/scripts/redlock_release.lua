@@ -1,0 +1,27 @@
+-- RedLock: release the lock on one node if the owner holds it, and wake its waiters.
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the unlock channel: redisson_lock__channel:{<name>}
+-- ARGV[1]  owner field
+-- ARGV[2]  the unlock message ("0", Redisson's UNLOCK_MESSAGE)
+-- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns 1 when the owner's hold was deleted, 0 when it did not hold the lock on this node
+-- (nothing changes then: another owner's lock is untouched).
+local publish = ARGV[3]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local lock_type = redis.call('type', KEYS[1])['ok']
+if lock_type == 'none' then
+    return 0
+end
+if lock_type ~= 'hash' then
+    return redis.error_reply('WRONGTYPE the lock key holds a ' .. lock_type .. ', not a hash')
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call(publish, KEYS[2], ARGV[2])
+return 1

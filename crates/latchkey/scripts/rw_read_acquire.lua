@@ -1,0 +1,124 @@
+-- Acquire (or re-enter) the read side of a read-write lock, kept in Redisson's
+-- RReadWriteLock layout.
+--
+-- KEYS[1]  the lock hash: "mode" -> "read" | "write"; "<owner>" -> read hold count;
+--          "<owner>:write" -> write hold count. PEXPIRE = the longest lease of any hold.
+-- KEYS[2]  the fencing counter (a string holding an integer, never expires)
+-- KEYS[3]  latchkey's pending writers: zset "<owner>:write" -> server ms after which the mark
+--          is stale
+-- KEYS[4]  the caller's read lease prefix "{<name>}:<owner>:rwlock_timeout"; read hold i of the
+--          caller has its own lease key "<prefix>:<i>"
+-- KEYS[5]  the lease prefix of the lock, "{<name>}": the lease keys of reader <r> are
+--          "<prefix>:<r>:rwlock_timeout:<i>" (Redisson's layout; the keys of other readers can
+--          only be derived from the hash, and share the lock's hash tag)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  the caller's read field "<owner>"
+-- ARGV[3]  the caller's write field "<owner>:write"
+--
+-- Returns {1, token, read_holds} when granted: token is the fencing counter's current value
+-- (a read does not advance it); or {0, retry_after_ms} when not (-1: no expiry).
+--
+-- Policy (writer preference): a new reader waits while a live writer is pending (registered
+-- in KEYS[3] by its attempts) even if the lock is in read mode, so writers do not starve
+-- under a steady stream of readers. Re-entering a read hold, and a read by the holder of the
+-- write lock (downgrade), never wait.
+--
+-- Reader fields whose every lease key has expired (crashed readers) are dropped first, so
+-- a crashed reader never pins the lock longer than its own lease.
+local function check(key, want, what)
+    local t = redis.call('type', key)['ok']
+    if t ~= 'none' and t ~= want then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
+    end
+    return t
+end
+local lock_type = check(KEYS[1], 'hash', 'the read-write lock key')
+if type(lock_type) == 'table' then return lock_type end
+local err = check(KEYS[2], 'string', 'the fencing counter')
+if type(err) == 'table' then return err end
+err = check(KEYS[3], 'zset', 'the pending writers set')
+if type(err) == 'table' then return err end
+local mode = false
+if lock_type == 'hash' then
+    mode = redis.call('hget', KEYS[1], 'mode')
+    if mode ~= 'read' and mode ~= 'write' then
+        return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
+    end
+end
+local owner = ARGV[2]
+local ind = (tonumber(redis.call('hget', KEYS[1], owner)) or 0) + 1
+-- The lease key this hold will use (index 1 if the caller's earlier holds turn out expired).
+for _, i in ipairs({ind, 1}) do
+    err = check(KEYS[4] .. ':' .. i, 'string', 'the read lease key')
+    if type(err) == 'table' then return err end
+end
+
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+
+-- Drops reader fields without a live lease key; returns the longest read lease left (ms).
+local function reap()
+    local longest = 0
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local field, count = fields[i], tonumber(fields[i + 1])
+        if field ~= 'mode' and count and string.sub(field, -6) ~= ':write' then
+            local live = false
+            for n = 1, count do
+                local ttl = redis.call('pttl', KEYS[5] .. ':' .. field .. ':rwlock_timeout:' .. n)
+                if ttl ~= -2 then
+                    live = true
+                    longest = math.max(longest, ttl)
+                end
+            end
+            if not live then
+                redis.call('hdel', KEYS[1], field)
+            end
+        end
+    end
+    return longest
+end
+
+if mode then
+    reap()
+    if redis.call('hlen', KEYS[1]) <= 1 then
+        redis.call('del', KEYS[1])
+        mode = false
+    end
+end
+
+local reentry = mode and redis.call('hexists', KEYS[1], owner) == 1
+local downgrade = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
+local writer_pending = false
+if not reentry and not downgrade then
+    redis.call('zremrangebyscore', KEYS[3], '-inf', now_ms)
+    writer_pending = redis.call('zcard', KEYS[3]) > 0
+end
+
+if reentry or downgrade or (mode ~= 'write' and not writer_pending) then
+    local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
+    if not mode then
+        redis.call('hset', KEYS[1], 'mode', 'read')
+    end
+    local holds = redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('set', KEYS[4] .. ':' .. holds, 1, 'PX', ARGV[1])
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    return {1, token, holds}
+end
+
+local retry_after = -1
+if mode then
+    retry_after = redis.call('pttl', KEYS[1])
+end
+if writer_pending then
+    -- Blocked by a pending writer: it takes the lock, leaves (and says so), or goes stale.
+    local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')
+    local stale_in = math.max(tonumber(first[2]) - now_ms, 0)
+    if retry_after < 0 or stale_in < retry_after then
+        retry_after = stale_in
+    end
+end
+return {0, retry_after}

@@ -1,0 +1,86 @@
+-- Release one read hold of a read-write lock (Redisson RReadWriteLock layout).
+--
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's channel: redisson_rwlock:{<name>}
+-- KEYS[3]  the caller's read lease prefix "{<name>}:<owner>:rwlock_timeout"
+-- KEYS[4]  the lease prefix of the lock, "{<name>}" (read lease keys are
+--          "<prefix>:<reader>:rwlock_timeout:<i>")
+-- ARGV[1]  the message published when the lock is freed ("0", Redisson's UNLOCK_MESSAGE, as
+--          Redisson's read unlock publishes)
+-- ARGV[2]  lease in milliseconds to keep on the caller's remaining read holds
+-- ARGV[3]  the caller's read field "<owner>"
+-- ARGV[4]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns -1 when the caller holds no read hold (nothing changes), otherwise the caller's read
+-- holds left. The lock's TTL becomes the longest lease left among live holds; reader fields
+-- whose leases all ran out (crashed readers) are dropped; when no hold is left the key is
+-- deleted and the waiters are told.
+local publish = ARGV[4]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local lock_type = redis.call('type', KEYS[1])['ok']
+if lock_type == 'none' then
+    return -1
+end
+if lock_type ~= 'hash' then
+    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode ~= 'read' and mode ~= 'write' then
+    return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not count or count < 1 then
+    return -1
+end
+for n = 1, count do
+    local t = redis.call('type', KEYS[3] .. ':' .. n)['ok']
+    if t ~= 'none' and t ~= 'string' then
+        return redis.error_reply('WRONGTYPE the read lease key holds a ' .. t .. ', not a string')
+    end
+end
+
+-- Drops reader fields without a live lease key; returns the longest read lease left (ms).
+local function reap()
+    local longest = 0
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local f, c = fields[i], tonumber(fields[i + 1])
+        if f ~= 'mode' and c and string.sub(f, -6) ~= ':write' then
+            local live = false
+            for n = 1, c do
+                local ttl = redis.call('pttl', KEYS[4] .. ':' .. f .. ':rwlock_timeout:' .. n)
+                if ttl ~= -2 then
+                    live = true
+                    longest = math.max(longest, ttl)
+                end
+            end
+            if not live then
+                redis.call('hdel', KEYS[1], f)
+            end
+        end
+    end
+    return longest
+end
+
+redis.call('del', KEYS[3] .. ':' .. count)
+count = count - 1
+if count == 0 then
+    redis.call('hdel', KEYS[1], ARGV[3])
+else
+    redis.call('hset', KEYS[1], ARGV[3], count)
+    for n = 1, count do
+        redis.call('set', KEYS[3] .. ':' .. n, 1, 'PX', ARGV[2])
+    end
+end
+local longest = reap()
+if redis.call('hlen', KEYS[1]) <= 1 then
+    redis.call('del', KEYS[1])
+    redis.call(publish, KEYS[2], ARGV[1])
+    return count
+end
+if mode == 'read' and longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+end
+return count

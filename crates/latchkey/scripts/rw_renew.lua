@@ -1,0 +1,52 @@
+-- Renew (or only check) a batch of read and write holds of read-write locks in one call: the
+-- watchdog's script for both kinds of hold.
+--
+-- For hold i:
+-- KEYS[2i - 1]   the lock hash
+-- KEYS[2i]       the holder's read lease prefix "{<name>}:<owner>:rwlock_timeout" (read holds)
+-- ARGV[3i - 2]   the hold's field: "<owner>" for a read hold, "<owner>:write" for a write hold
+-- ARGV[3i - 1]   lease in milliseconds; 0 checks without extending
+-- ARGV[3i]       "r" for a read hold, "w" for a write hold
+--
+-- Returns one integer per hold: 1 while the owner still holds it, 0 once it is gone. A write
+-- hold is held while the hash is in write mode with the owner's write field. A read hold is
+-- held while the owner's read field exists and at least one of its lease keys is alive; only
+-- the owner's own lease keys are renewed (never another reader's), so a crashed reader's
+-- leases run out even while others keep reading. Never writes to a key of another type.
+local result = {}
+for i = 1, #KEYS / 2 do
+    local key, prefix = KEYS[2 * i - 1], KEYS[2 * i]
+    local field = ARGV[3 * i - 2]
+    local lease = tonumber(ARGV[3 * i - 1])
+    local kind = ARGV[3 * i]
+    local held = 0
+    if redis.call('type', key)['ok'] == 'hash' then
+        local mode = redis.call('hget', key, 'mode')
+        local count = tonumber(redis.call('hget', key, field))
+        if kind == 'w' then
+            if mode == 'write' and count then
+                held = 1
+            end
+        elseif (mode == 'read' or mode == 'write') and count then
+            for n = 1, count do
+                if redis.call('exists', prefix .. ':' .. n) == 1 then
+                    held = 1
+                    break
+                end
+            end
+            if held == 1 and lease > 0 then
+                for n = 1, count do
+                    local t = redis.call('type', prefix .. ':' .. n)['ok']
+                    if t == 'none' or t == 'string' then
+                        redis.call('set', prefix .. ':' .. n, 1, 'PX', lease)
+                    end
+                end
+            end
+        end
+        if held == 1 and lease > 0 and redis.call('pttl', key) < lease then
+            redis.call('pexpire', key, lease)
+        end
+    end
+    result[i] = held
+end
+return result

@@ -1,0 +1,64 @@
+-- Add permits to a semaphore, or take some away with a negative delta
+-- (Redisson's RSemaphore.addPermits).
+--
+-- KEYS[1]  the available permits (string holding an integer)
+-- KEYS[2]  latchkey's record of the total permits (string holding an integer)
+-- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
+-- ARGV[1]  the delta (an integer, may be negative)
+-- ARGV[2]  the largest total allowed
+-- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- The available count moves by the delta and may go below zero when permits are out (acquirers
+-- then wait until enough are released). The total moves by the delta too; a semaphore that does
+-- not exist yet starts with total = delta. For a Redisson-made semaphore (no total record) only
+-- the available count exists and moves.
+--
+-- Returns {1, available_after} (published, as Redisson does), {-1, total} when the total would
+-- go below zero, {-2, total} when it would exceed ARGV[2]; nothing changes in those cases.
+local publish = ARGV[3]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local function count(key, what)
+    local t = redis.call('type', key)['ok']
+    if t == 'none' then
+        return nil
+    end
+    if t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
+    end
+    local n = tonumber(redis.call('get', key))
+    if n == nil then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
+    end
+    return n
+end
+local available = count(KEYS[1], 'the semaphore key')
+if type(available) == 'table' then return available end
+local total = count(KEYS[2], 'the semaphore total')
+if type(total) == 'table' then return total end
+local delta = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local new_total = nil
+if total ~= nil then
+    new_total = total + delta
+elseif available == nil then
+    new_total = delta
+end
+local check = new_total
+if check == nil then
+    check = available + delta
+end
+if check < 0 then
+    return {-1, total or available or 0}
+end
+if check > limit then
+    return {-2, total or available or 0}
+end
+local value = (available or 0) + delta
+redis.call('set', KEYS[1], value)
+if new_total ~= nil then
+    redis.call('set', KEYS[2], new_total)
+end
+redis.call(publish, KEYS[3], value)
+return {1, value}

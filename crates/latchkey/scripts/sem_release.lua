@@ -1,0 +1,42 @@
+-- Give permits back to a semaphore and wake waiters (Redisson's RSemaphore layout).
+--
+-- KEYS[1]  the available permits (string holding an integer)
+-- KEYS[2]  latchkey's record of the semaphore's total permits (string holding an integer);
+--          absent when the semaphore was set up by a Redisson client
+-- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
+-- ARGV[1]  how many permits to give back (>= 1)
+-- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns {1, available_after} when released; the new available count is published, as
+-- Redisson does (waiters wake up to that many of their own). Returns {0, total} and changes
+-- nothing when the release would leave more permits available than the total (over-release).
+-- Without a total record (a Redisson-made semaphore) every release is accepted.
+local publish = ARGV[2]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local function count(key, what)
+    local t = redis.call('type', key)['ok']
+    if t == 'none' then
+        return nil
+    end
+    if t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
+    end
+    local n = tonumber(redis.call('get', key))
+    if n == nil then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
+    end
+    return n
+end
+local available = count(KEYS[1], 'the semaphore key')
+if type(available) == 'table' then return available end
+local total = count(KEYS[2], 'the semaphore total')
+if type(total) == 'table' then return total end
+local n = tonumber(ARGV[1])
+if total ~= nil and (available or 0) + n > total then
+    return {0, total}
+end
+local value = redis.call('incrby', KEYS[1], n)
+redis.call(publish, KEYS[3], value)
+return {1, value}

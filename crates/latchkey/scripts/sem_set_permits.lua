@@ -1,0 +1,27 @@
+-- Set up a semaphore with a number of permits unless it is set up already
+-- (Redisson's RSemaphore.trySetPermits).
+--
+-- KEYS[1]  the available permits (string holding an integer)
+-- KEYS[2]  latchkey's record of the total permits (string holding an integer)
+-- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
+-- ARGV[1]  the number of permits (>= 0)
+-- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+--
+-- Returns 1 when the permits were set (and published), 0 when the semaphore already existed.
+local publish = ARGV[2]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+for i, what in ipairs({'the semaphore key', 'the semaphore total'}) do
+    local t = redis.call('type', KEYS[i])['ok']
+    if t ~= 'none' and t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
+    end
+end
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call('set', KEYS[2], ARGV[1])
+redis.call(publish, KEYS[3], ARGV[1])
+return 1

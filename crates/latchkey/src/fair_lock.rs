@@ -1,0 +1,979 @@
+//! The fair lock, compatible with Redisson's `RFairLock`: waiters get the lock in the order they
+//! asked for it, across every client. See [`FairLock`] for the design.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::client::{check_lease, check_name, Client, MAX_LEASE};
+use crate::error::{Error, Result};
+use crate::keys::prefix_name;
+use crate::lock::LockOptions;
+use crate::pubsub::WakePolicy;
+use crate::scripts::UNLOCK_MESSAGE;
+use crate::task::detached;
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
+
+static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+static FAIR_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
+static FAIR_LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
+static FAIR_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/fair_force_unlock.lua")));
+
+/// How long a queued waiter's place is kept without a sign of life, unless set with
+/// [`FairLock::waiter_timeout`]: 5 minutes, Redisson's default `threadWaitTime`.
+pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The shortest waiter timeout accepted (300 ms): live waiters refresh their place every third
+/// of it.
+pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// The longest a waiter sleeps between attempts (less with a short waiter timeout).
+pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
+
+/// A distributed reentrant lock that waiters get in arrival order (first come, first served),
+/// kept in Redis in Redisson's `RFairLock` layout.
+///
+/// Made by [`Client::fair_lock`]. As with [`Lock`](crate::Lock), the owner is the handle: clones
+/// share the owner id and re-enter each other's holds; two handles exclude each other.
+///
+/// Every waiter, on any client, joins one queue in Redis; the lock goes to the head of the
+/// queue only, and a release wakes only that waiter. A newcomer never jumps the queue:
+/// [`FairLock::try_lock`] with `Duration::ZERO` fails while others wait, even if the lock is
+/// free for a moment. A waiter that gives up leaves the queue at once; a waiter that vanishes
+/// without leaving is dropped once it has not been heard of for the
+/// [waiter timeout](FairLock::waiter_timeout).
+///
+/// # Why the queue cannot get stuck
+///
+/// * A waiter refreshes its entry's deadline (Redis server time + the waiter timeout) with every
+///   attempt, and it attempts at least every third of the waiter timeout; so a live waiter's
+///   entry never goes stale, however long it waits.
+/// * Every script that reads the queue (acquire, release, leave, force-unlock) first drops
+///   stale entries by the server clock, and wakes the new head if the lock is free. A waiter
+///   that vanished without a word (process killed, future leaked) therefore blocks the queue
+///   for at most the waiter timeout after its last attempt, even if nobody holds the lock: the
+///   other waiters' own polls purge it.
+/// * A waiter that gives up (its wait ran out, its future was dropped, an error) removes its
+///   entry at once through the client's background task, and wakes the next waiter if it was
+///   first. An acquire script still in flight when the caller went away is followed by the
+///   same clean-up (or by a release, if it granted the lock).
+/// * A lost wake-up message costs at most one poll: waiters never park longer than two seconds
+///   (or a third of the waiter timeout), nor longer than the holder's lease.
+///
+/// Redisson (Java) waiters can share the queue: they use the same keys and channel, and their
+/// entries' deadlines are honoured. A Redisson client that takes the lock lowers every queued
+/// deadline by its own wait time, so in a mixed queue a latchkey waiter can be dropped early; it
+/// re-queues at the back on its next attempt (fairness is then approximate, nothing gets stuck).
+///
+/// # Layout
+///
+/// All keys and channels share the hash tag `{name}`: the lock hash `name` (field `<client id>:<n>` → hold
+/// count; shared with Redisson's `RLock`/`RFairLock`), the fencing counter
+/// `redisson_lock_token:{name}`, the queue `redisson_lock_queue:{name}` (list of owner ids),
+/// the deadlines `redisson_lock_timeout:{name}` (zset owner id → Redis server time in ms), and
+/// one wake channel per waiter, `redisson_lock__channel:{name}:<owner id>` (message `"0"`).
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let lock = client.fair_lock("printer");
+///
+/// let guard = lock.lock().await?; // queued behind everyone who asked earlier
+/// // … the critical section …
+/// guard.unlock().await?; // wakes the next in line, and only it
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct FairLock {
+    inner: Arc<FairInner>,
+}
+
+struct FairInner {
+    client: Client,
+    name: String,
+    hold: HoldKey,
+    token_key: Arc<str>,
+    queue_key: Arc<str>,
+    deadlines_key: Arc<str>,
+    channel_prefix: Arc<str>,
+    /// This owner's wake channel.
+    channel: Arc<str>,
+    waiter_timeout: Duration,
+    /// Live [`QueueEntry`] guards of this owner in this process (clones share the entry).
+    queued: Arc<AtomicUsize>,
+}
+
+impl fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairLock")
+            .field("name", &self.inner.name)
+            .field("owner", &self.inner.hold.field)
+            .field("waiter_timeout", &self.inner.waiter_timeout)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A fair lock named `name`, with a new owner id (`<client id>:<n>`) and the
+    /// [default waiter timeout](DEFAULT_WAITER_TIMEOUT).
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
+    /// the handle share its owner id, so they re-enter each other's holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let lock = client.fair_lock("printer");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        FairLock::new(self.clone(), self.object_name(&name.into()))
+    }
+}
+
+enum Attempt {
+    Granted(FairLockGuard),
+    /// Not granted; retry after this many ms at the latest (-1: no expiry). `entry` is set
+    /// when the caller is queued.
+    Waiting {
+        retry_after: i64,
+        entry: Option<QueueEntry>,
+    },
+}
+
+impl FairLock {
+    fn new(client: Client, name: String) -> FairLock {
+        let field = client.next_owner();
+        let channel_prefix = prefix_name("redisson_lock__channel", &name);
+        FairLock {
+            inner: Arc::new(FairInner {
+                hold: HoldKey {
+                    kind: "fair_lock",
+                    key: Arc::from(name.as_str()),
+                    field: Arc::from(field.as_str()),
+                },
+                token_key: Arc::from(prefix_name("redisson_lock_token", &name)),
+                queue_key: Arc::from(prefix_name("redisson_lock_queue", &name)),
+                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &name)),
+                channel: Arc::from(format!("{channel_prefix}:{field}")),
+                channel_prefix: Arc::from(channel_prefix),
+                waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+                queued: Arc::new(AtomicUsize::new(0)),
+                client,
+                name,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The owner id of this handle (`<client id>:<n>`): the hash field that counts its holds,
+    /// and its entry in the wait queue.
+    pub fn owner_id(&self) -> &str {
+        &self.inner.hold.field
+    }
+
+    /// Sets how long this handle's place in the queue is kept without a sign of life (Redisson's
+    /// `threadWaitTime`; default [`DEFAULT_WAITER_TIMEOUT`]). The same handle (owner id) is
+    /// returned, with the new setting.
+    ///
+    /// A live waiter refreshes its place with every attempt and attempts at least every third of
+    /// this timeout, so it never loses its place however long it waits. A waiter that vanishes
+    /// without leaving (a killed process) holds up the waiters behind it for at most this long.
+    /// Between [`MIN_WAITER_TIMEOUT`] and [`MAX_LEASE`]; checked when the handle is used.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("printer").waiter_timeout(Duration::from_secs(10));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn waiter_timeout(self, timeout: Duration) -> FairLock {
+        let inner = &self.inner;
+        FairLock {
+            inner: Arc::new(FairInner {
+                client: inner.client.clone(),
+                name: inner.name.clone(),
+                hold: inner.hold.clone(),
+                token_key: inner.token_key.clone(),
+                queue_key: inner.queue_key.clone(),
+                deadlines_key: inner.deadlines_key.clone(),
+                channel_prefix: inner.channel_prefix.clone(),
+                channel: inner.channel.clone(),
+                waiter_timeout: timeout,
+                queued: inner.queued.clone(),
+            }),
+        }
+    }
+
+    /// Acquires the lock, waiting for every earlier waiter to have had it. The lease is the
+    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
+    /// returns at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
+    /// behind: the queue entry is removed by the client's background task (waking the next
+    /// waiter if this one was first), and a hold granted by a script that was already running
+    /// is released there too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or waiter timeout, [`Error::WrongType`] if one
+    /// of the lock's keys holds another type (nothing is changed then), connection errors
+    /// ([`Error::is_connection`]) if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // … the critical section …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<FairLockGuard> {
+        match Box::pin(self.acquire(Lease::Watchdog, None)).await? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("an unbounded wait only ends with the lock"),
+        }
+    }
+
+    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not this handle's
+    /// turn in time (its queue entry is then removed at once). `Duration::ZERO` tries once
+    /// without queueing: it fails while anybody holds the lock or waits for it. The lease is
+    /// renewed by the watchdog.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FairLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
+    /// the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// match lock.try_lock(Duration::from_millis(500)).await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("still others ahead, try later"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration) -> Result<Option<FairLockGuard>> {
+        let deadline = deadline_after(wait)?;
+        Box::pin(self.acquire(Lease::Watchdog, Some(deadline))).await
+    }
+
+    /// Acquires the lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
+    /// wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FairLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
+    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let guard = lock
+    ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1)))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_with(&self, options: LockOptions) -> Result<FairLockGuard> {
+        let started = std::time::Instant::now();
+        match self.try_lock_with(options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::WaitTimedOut {
+                name: self.inner.name.clone(),
+                waited: started.elapsed(),
+            }),
+        }
+    }
+
+    /// Like [`FairLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
+    /// error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FairLock::lock_with`], except for running out of time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
+    /// if let Some(guard) = lock.try_lock_with(options).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<FairLockGuard>> {
+        let lease = lease_of(options)?;
+        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        Box::pin(self.acquire(lease, deadline)).await
+    }
+
+    fn check_waiter_timeout(&self) -> Result<()> {
+        let timeout = self.inner.waiter_timeout;
+        if timeout < MIN_WAITER_TIMEOUT || timeout > MAX_LEASE {
+            return Err(Error::invalid(
+                "waiter timeout",
+                format!(
+                    "{timeout:?} is out of range; use between {MIN_WAITER_TIMEOUT:?} and {MAX_LEASE:?}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The longest this handle's waiters park between attempts: they must refresh their place
+    /// well within the waiter timeout.
+    fn park_cap(&self) -> Duration {
+        MAX_PARK.min(self.inner.waiter_timeout / 3)
+    }
+
+    /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
+    /// recursion limit of a user's crate when awaited inline.
+    async fn acquire(
+        &self,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<FairLockGuard>> {
+        check_name(&self.inner.name)?;
+        self.check_waiter_timeout()?;
+        let cap = self.park_cap();
+        let hub = &self.inner.client.inner.hub;
+        let channel = &*self.inner.channel;
+        let will_wait = deadline.is_none_or(|d| d > Instant::now());
+        // A clone of this handle may already listen on the owner's channel: join it (no I/O).
+        let mut subscription = if will_wait {
+            hub.try_join(channel, || None)
+        } else {
+            None
+        };
+        let mut covered = subscription.is_some();
+        // Dropped without being disarmed (give-up, error, cancellation), it leaves the queue.
+        let mut entry: Option<QueueEntry> = None;
+        loop {
+            let retry_after = match self.attempt(lease, park_for(deadline, cap)).await? {
+                Attempt::Granted(guard) => {
+                    if let Some(entry) = entry.take() {
+                        entry.disarm();
+                    }
+                    if let Some(subscription) = subscription {
+                        subscription.finish();
+                    }
+                    return Ok(Some(guard));
+                }
+                Attempt::Waiting {
+                    retry_after,
+                    entry: queued,
+                } => {
+                    if queued.is_some() {
+                        // The new guard is counted already, so replacing the old one never
+                        // lets the count touch zero.
+                        entry = queued;
+                    }
+                    retry_after
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
+                // Subscribe, then retry at once: a wake-up between the failed attempt and the
+                // subscription would otherwise go unnoticed.
+                subscription = Some(hub.subscribe(channel, WakePolicy::Lock, None).await?);
+                covered = true;
+                continue;
+            };
+            let mut until = now + retry_park(retry_after, cap);
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            waiting.wait_until(until).await;
+        }
+    }
+
+    /// One acquire script call, run in its own task: if the caller is gone when the answer
+    /// comes, the guard or queue entry it carries is dropped there, which releases the hold or
+    /// leaves the queue.
+    async fn attempt(&self, lease: Lease, park: Duration) -> Result<Attempt> {
+        let lock = self.clone();
+        detached(async move { lock.attempt_inner(lease, park).await }).await?
+    }
+
+    async fn attempt_inner(&self, lease: Lease, park: Duration) -> Result<Attempt> {
+        let inner = &self.inner;
+        let client = &inner.client.inner;
+        let watchdog_timeout = client.config.watchdog_timeout;
+        let lease_ms = lease_ms(lease, watchdog_timeout);
+        let mut invocation = FAIR_ACQUIRE.prepare_invoke();
+        invocation
+            .key(&*inner.hold.key)
+            .key(&*inner.token_key)
+            .key(&*inner.queue_key)
+            .key(&*inner.deadlines_key)
+            .key(&*inner.channel_prefix)
+            .arg(lease_ms)
+            .arg(&*inner.hold.field)
+            .arg(inner.waiter_timeout.as_millis() as u64)
+            .arg(park.as_millis() as u64)
+            .arg(UNLOCK_MESSAGE)
+            .arg(client.conn.publish_command());
+        let sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .conn
+            .script(&invocation, "acquiring a fair lock", &inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, token, holds] => {
+                let ticket = client.registry.acquired(
+                    inner.hold.clone(),
+                    &inner.name,
+                    *holds as u64,
+                    lease,
+                    watchdog_timeout,
+                    sent_at,
+                    Arc::new(LockRenewal {
+                        key: inner.hold.key.clone(),
+                        field: inner.hold.field.clone(),
+                    }),
+                );
+                Ok(Attempt::Granted(FairLockGuard {
+                    lock: self.clone(),
+                    ticket,
+                    lease,
+                    fencing_token: *token as u64,
+                    released: false,
+                }))
+            }
+            [0, retry_after, queued] => Ok(Attempt::Waiting {
+                retry_after: *retry_after,
+                entry: (*queued == 1).then(|| QueueEntry::new(self.clone())),
+            }),
+            other => Err(unexpected("the fair lock script", other)),
+        }
+    }
+
+    /// The script call that removes this owner's queue entry.
+    fn leave_task(&self) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &FAIR_LEAVE,
+            keys: self.queue_keys(),
+            args: vec![
+                inner.hold.field.to_string(),
+                UNLOCK_MESSAGE.to_owned(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "leaving a fair lock's queue",
+        }
+    }
+
+    /// The release script call for one hold, with `lease_ms` left on remaining holds.
+    fn release_task(&self, lease_ms: u64) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &FAIR_RELEASE,
+            keys: self.queue_keys(),
+            args: vec![
+                UNLOCK_MESSAGE.to_owned(),
+                lease_ms.to_string(),
+                inner.hold.field.to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing a fair lock",
+        }
+    }
+
+    /// KEYS of the release, leave and force-unlock scripts.
+    fn queue_keys(&self) -> Vec<Arc<str>> {
+        let inner = &self.inner;
+        vec![
+            inner.hold.key.clone(),
+            inner.queue_key.clone(),
+            inner.deadlines_key.clone(),
+            inner.channel_prefix.clone(),
+        ]
+    }
+
+    /// Whether anybody holds the lock (one `EXISTS`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// if lock.is_locked().await? {
+    ///     println!("somebody holds {}", lock.name());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        let n: i64 = self
+            .query(
+                redis::cmd("EXISTS").arg(&*self.inner.hold.key),
+                "checking a lock",
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// How many holds this handle (and its clones) has on the lock; 0 if it holds none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?; // re-entered
+    /// assert_eq!(lock.hold_count().await?, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u64> {
+        check_name(&self.inner.name)?;
+        let n: Option<u64> = self
+            .query(
+                redis::cmd("HGET")
+                    .arg(&*self.inner.hold.key)
+                    .arg(&*self.inner.hold.field),
+                "reading a hold count",
+            )
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// The time until the lock expires, whoever holds it; `None` if nobody holds it (or it has
+    /// no expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// if let Some(left) = lock.remaining_lease().await? {
+    ///     println!("expires in {left:?}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        check_name(&self.inner.name)?;
+        let ms: i64 = self
+            .query(
+                redis::cmd("PTTL").arg(&*self.inner.hold.key),
+                "reading a lease",
+            )
+            .await?;
+        Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
+    /// The owner ids waiting in the queue, first in line first (entries that went stale and
+    /// were not purged yet included).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::WrongType`] if the queue key is not a list.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let waiting = lock.queue().await?;
+    /// println!("{} waiting, next: {:?}", waiting.len(), waiting.first());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn queue(&self) -> Result<Vec<String>> {
+        check_name(&self.inner.name)?;
+        self.query(
+            redis::cmd("LRANGE")
+                .arg(&*self.inner.queue_key)
+                .arg(0)
+                .arg(-1),
+            "reading a fair lock's queue",
+        )
+        .await
+    }
+
+    /// Deletes the lock whoever holds it and wakes the first waiter. Returns whether there was
+    /// a lock. Holders lose it (their watchdog notices and fires [`FairLockGuard::lost`]); the
+    /// queue is kept. For operators and tests; a key of another type is left alone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let existed = lock.force_unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        let client = &self.inner.client.inner;
+        let mut invocation = FAIR_FORCE_UNLOCK.prepare_invoke();
+        for key in self.queue_keys() {
+            invocation.key(&*key);
+        }
+        invocation
+            .arg(UNLOCK_MESSAGE)
+            .arg(client.conn.publish_command());
+        let deleted: i64 = client
+            .conn
+            .script(&invocation, "force-unlocking", &self.inner.name)
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        context: &'static str,
+    ) -> Result<T> {
+        self.inner
+            .client
+            .inner
+            .conn
+            .query(cmd, context, &self.inner.name)
+            .await
+    }
+}
+
+/// A waiter's place in the queue, as far as this process knows. Dropping it (rather than
+/// [`QueueEntry::disarm`]ing it after a grant) removes the owner's entry in Redis through the
+/// background task, unless another waiter of the same owner (a clone) is still queued here.
+struct QueueEntry {
+    lock: FairLock,
+    armed: bool,
+}
+
+impl QueueEntry {
+    fn new(lock: FairLock) -> QueueEntry {
+        lock.inner.queued.fetch_add(1, Ordering::AcqRel);
+        QueueEntry { lock, armed: true }
+    }
+
+    /// The lock was granted: the acquire script removed the entry already.
+    fn disarm(mut self) {
+        self.armed = false;
+        self.lock.inner.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for QueueEntry {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.lock.inner.queued.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let client = &self.lock.inner.client.inner;
+            let _ = client.background.send(self.lock.leave_task());
+        }
+    }
+}
+
+/// One hold of a [`FairLock`]. Releasing it (explicitly with [`FairLockGuard::unlock`], or by
+/// dropping it) gives the hold back; once every hold is given back, the first waiter in line is
+/// woken.
+///
+/// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
+/// Dropping it never blocks: the release is handed to the client's background task.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct FairLockGuard {
+    lock: FairLock,
+    ticket: Ticket,
+    lease: Lease,
+    fencing_token: u64,
+    released: bool,
+}
+
+impl fmt::Debug for FairLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairLockGuard")
+            .field("lock", &self.lock.inner.name)
+            .field("fencing_token", &self.fencing_token)
+            .field("lease", &self.lease)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl FairLockGuard {
+    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
+    /// this lock (the counter is shared with [`Lock`](crate::Lock) of the same name; re-entered
+    /// holds share their holder's token). Give it to the storage you write to, and have the
+    /// storage refuse writes with a token smaller than one it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &FairLock {
+        &self.lock
+    }
+
+    /// Whether the hold is known to be lost (see [`FairLockGuard::lost`]).
+    pub fn is_lost(&self) -> bool {
+        self.ticket.lost.is_cancelled()
+    }
+
+    /// Resolves when the hold is lost: the watchdog found the lock gone or owned by someone else,
+    /// renewals failed until the lease ran out, or a fixed lease ran out. After that the critical
+    /// section is no longer protected. The future owns what it needs, so it can be raced against
+    /// the work with `tokio::select!`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// # async fn long_job() {}
+    /// let guard = lock.lock().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => eprintln!("lock lost, stopping"),
+    ///     _ = long_job() => guard.unlock().await?,
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.ticket.lost.clone().cancelled_owned()
+    }
+
+    /// Releases this hold now and waits for Redis to confirm it; if it was the last hold, the
+    /// first waiter in line is woken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes still releases the hold: either the release
+    /// script was already sent, or the guard's drop hands it to the background task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
+    /// is changed then, and a successor's lock is untouched. Connection errors if Redis cannot
+    /// be reached; the hold then expires with its lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        let inner = &self.lock.inner;
+        let client = &inner.client;
+        let release = client.inner.registry.released(
+            &inner.hold,
+            &self.ticket,
+            self.lease,
+            client.inner.config.watchdog_timeout,
+        );
+        let Release::Redis { lease_ms } = release else {
+            return Err(Error::NotOwner {
+                name: inner.name.clone(),
+            });
+        };
+        let left = Box::pin(run_task(
+            client,
+            self.lock.release_task(lease_ms),
+            &inner.name,
+        ))
+        .await?;
+        if left < 0 {
+            return Err(Error::NotOwner {
+                name: inner.name.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FairLockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let inner = &self.lock.inner;
+        let client = &inner.client.inner;
+        let release = client.registry.released(
+            &inner.hold,
+            &self.ticket,
+            self.lease,
+            client.config.watchdog_timeout,
+        );
+        if let Release::Redis { lease_ms } = release {
+            let _ = client.background.send(self.lock.release_task(lease_ms));
+        }
+    }
+}
+
+// Helpers shared with the read-write lock.
+
+/// The lease asked for by `options`, checked.
+pub(crate) fn lease_of(options: LockOptions) -> Result<Lease> {
+    match options.lease_value() {
+        Some(lease) => {
+            check_lease(lease)?;
+            Ok(Lease::Fixed(lease))
+        }
+        None => Ok(Lease::Watchdog),
+    }
+}
+
+/// The lease in milliseconds that a script sets for `lease`.
+pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
+    match lease {
+        Lease::Watchdog => watchdog_timeout.as_millis() as u64,
+        Lease::Fixed(d) => d.as_millis() as u64,
+    }
+}
+
+/// The instant `wait` from now.
+pub(crate) fn deadline_after(wait: Duration) -> Result<Instant> {
+    Instant::now().checked_add(wait).ok_or_else(|| {
+        Error::invalid(
+            "wait",
+            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
+        )
+    })
+}
+
+/// How long a waiter with this deadline may park between attempts (zero: it does not wait).
+pub(crate) fn park_for(deadline: Option<Instant>, cap: Duration) -> Duration {
+    match deadline {
+        None => cap,
+        Some(d) => d.saturating_duration_since(Instant::now()).min(cap),
+    }
+}
+
+/// How long to park after a failed attempt that reported `retry_after` ms (-1: no expiry).
+pub(crate) fn retry_park(retry_after: i64, cap: Duration) -> Duration {
+    match retry_after {
+        ms if ms >= 0 => Duration::from_millis(ms as u64).clamp(Duration::from_millis(1), cap),
+        _ => cap,
+    }
+}
+
+/// An error for a script reply of an unexpected shape.
+pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
+    Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        what,
+        format!("unexpected reply {reply:?}"),
+    )))
+}
+
+/// Runs a release script now, in its own task (so it completes even if the caller goes away),
+/// and returns its integer reply. Callers box its future (see [`FairLock::acquire`]'s note).
+pub(crate) async fn run_task(client: &Client, task: Task, name: &str) -> Result<i64> {
+    let conn = client.inner.conn.clone();
+    let name = name.to_owned();
+    detached(async move {
+        let mut invocation = task.script.prepare_invoke();
+        for key in &task.keys {
+            invocation.key(&**key);
+        }
+        for arg in &task.args {
+            invocation.arg(arg);
+        }
+        conn.script::<i64>(&invocation, task.context, &name).await
+    })
+    .await?
+}

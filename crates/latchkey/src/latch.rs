@@ -1,0 +1,309 @@
+//! The count-down latch, compatible with Redisson's `RCountDownLatch`.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::client::{check_name, Client};
+use crate::error::{Error, Result};
+use crate::pubsub::WakePolicy;
+use crate::semaphore::{park_until, MAX_PARK};
+
+static LATCH_SET_COUNT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/latch_set_count.lua")));
+static LATCH_COUNT_DOWN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/latch_count_down.lua")));
+
+/// Redisson's `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
+const ZERO_COUNT_MESSAGE: &str = "0";
+/// Redisson's `CountDownLatchPubSub.NEW_COUNT_MESSAGE`: a count was set.
+const NEW_COUNT_MESSAGE: &str = "1";
+
+/// A distributed count-down latch, kept in Redis in Redisson's `RCountDownLatch` layout.
+///
+/// Made by [`Client::count_down_latch`]. The count is a Redis string at key `name`; when
+/// [`CountDownLatch::count_down`] brings it to zero the key is deleted and `"0"` is published on
+/// `redisson_countdownlatch__channel__{name}`, which wakes every waiter of every client (Redisson
+/// clients included). A latch without a count is open: [`CountDownLatch::wait`] returns at once,
+/// and [`CountDownLatch::try_set_count`] can arm it again.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let latch = client.count_down_latch("workers-ready");
+/// latch.try_set_count(3).await?;
+///
+/// // In each of three workers:
+/// latch.count_down().await?;
+///
+/// // In the coordinator:
+/// latch.wait().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    inner: Arc<LatchInner>,
+}
+
+struct LatchInner {
+    client: Client,
+    name: String,
+    channel: String,
+}
+
+impl fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A count-down latch named `name`, in Redisson's `RCountDownLatch` layout.
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let latch = client.count_down_latch("workers-ready");
+    /// latch.try_set_count(3).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        let name = self.object_name(&name.into());
+        CountDownLatch {
+            inner: Arc::new(LatchInner {
+                client: self.clone(),
+                channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
+                name,
+            }),
+        }
+    }
+}
+
+impl CountDownLatch {
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Arms the latch with `count`, unless it has a count already. Returns whether this call
+    /// set it. A count of 0 sets nothing (the latch stays open) and returns whether it was open.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or a count above `i64::MAX`;
+    /// [`Error::WrongType`] if the key holds another type; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// if !latch.try_set_count(3).await? {
+    ///     println!("already armed with {}", latch.count().await?);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_set_count(&self, count: u64) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        if count > i64::MAX as u64 {
+            return Err(Error::invalid(
+                "count",
+                format!("{count} is more than the maximum {}", i64::MAX),
+            ));
+        }
+        if count == 0 {
+            return Ok(self.count().await? == 0);
+        }
+        let inner = &self.inner;
+        let mut invocation = LATCH_SET_COUNT.prepare_invoke();
+        invocation
+            .key(&inner.name)
+            .key(&inner.channel)
+            .arg(count)
+            .arg(NEW_COUNT_MESSAGE)
+            .arg(inner.client.inner.conn.publish_command());
+        let set: i64 = inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "setting a latch count", &inner.name)
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Counts the latch down by one and returns the count left. At zero every waiter is woken.
+    /// An open latch (no count) stays open and 0 is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not (if the future is dropped while the script
+    /// is in flight, it is unknown whether the count went down).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a count; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// let left = latch.count_down().await?;
+    /// println!("{left} to go");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn count_down(&self) -> Result<u64> {
+        check_name(&self.inner.name)?;
+        let inner = &self.inner;
+        let mut invocation = LATCH_COUNT_DOWN.prepare_invoke();
+        invocation
+            .key(&inner.name)
+            .key(&inner.channel)
+            .arg(ZERO_COUNT_MESSAGE)
+            .arg(inner.client.inner.conn.publish_command());
+        let left: i64 = inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "counting a latch down", &inner.name)
+            .await?;
+        Ok(left.max(0) as u64)
+    }
+
+    /// The count left; 0 when the latch is open.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a string; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// println!("{} to go", latch.count().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn count(&self) -> Result<u64> {
+        check_name(&self.inner.name)?;
+        let n: Option<i64> = self
+            .inner
+            .client
+            .inner
+            .conn
+            .query(
+                redis::cmd("GET").arg(&self.inner.name),
+                "reading a latch count",
+                &self.inner.name,
+            )
+            .await?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Waits until the latch is open (its count reached zero, or it has none).
+    ///
+    /// Woken by the zero-count message; between messages it checks the count at least every 2 s,
+    /// in case a message is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads and listens; dropping the future drops its subscription.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a count; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// latch.wait().await?;
+    /// println!("every worker is ready");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait(&self) -> Result<()> {
+        let opened = self.wait_until(None).await?;
+        debug_assert!(opened, "an unbounded wait only ends with the latch open");
+        Ok(())
+    }
+
+    /// Waits at most `timeout` for the latch to open; returns whether it opened.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`CountDownLatch::wait`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CountDownLatch::wait`], and [`Error::InvalidArgument`] if `timeout` is too large to
+    /// add to the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// if !latch.wait_for(Duration::from_secs(5)).await? {
+    ///     println!("still {} to go", latch.count().await?);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now().checked_add(timeout).ok_or_else(|| {
+            Error::invalid(
+                "timeout",
+                format!("{timeout:?} overflows the clock; use `wait()` to wait without a limit"),
+            )
+        })?;
+        self.wait_until(Some(deadline)).await
+    }
+
+    async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        if self.count().await? == 0 {
+            return Ok(true);
+        }
+        let hub = &self.inner.client.inner.hub;
+        let channel = &self.inner.channel;
+        let subscription = match hub.try_join(channel, || None) {
+            Some(subscription) => subscription,
+            None => hub.subscribe(channel, WakePolicy::All, None).await?,
+        };
+        // Subscribed: a zero-count message published from now on wakes us, so check again.
+        loop {
+            if self.count().await? == 0 {
+                subscription.finish();
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(false);
+            }
+            subscription
+                .wait_until(park_until(now, MAX_PARK, deadline))
+                .await;
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The multi-lock: several locks taken all together or not at all (Redisson's `RedissonMultiLock`).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use crate::client::check_lease;
+use crate::error::{Error, Result};
+use crate::lock::{Lock, LockGuard, LockOptions};
+
+/// Several [`Lock`]s held together: all of them or none.
+///
+/// The locks may live on different clients and different Redis servers. An acquire never
+/// returns a partial hold: when one lock cannot be taken, every lock taken so far is released
+/// before the call waits or returns.
+///
+/// # Deadlock freedom
+///
+/// A waiter never holds one lock while it waits for another. It first tries every lock at once
+/// without waiting. If one is busy, it releases what it took, waits (by pub/sub, like
+/// [`Lock::lock`]) for the busy lock alone, then tries the others again without waiting while it
+/// holds that one, and so on. Two multi-locks over the same locks in different orders therefore
+/// cannot deadlock each other, as they could if each took its locks one by one while waiting.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// use latchkey::{Client, MultiLock};
+///
+/// let a = Client::connect("redis://10.0.0.1:6379").await?;
+/// let b = Client::connect("redis://10.0.0.2:6379").await?;
+/// let both = MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
+///
+/// let guard = both.lock().await?;
+/// // … move money between the two accounts …
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    locks: Arc<[Lock]>,
+}
+
+/// One round of trying every lock without waiting.
+enum Round {
+    All(Vec<LockGuard>),
+    /// This lock was busy; everything taken in the round was released.
+    Busy(usize),
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks` (at least one). A lock given twice is re-entered.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if `locks` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let pair = latchkey::MultiLock::new([client.lock("a"), client.lock("b")])?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<MultiLock> {
+        let locks: Arc<[Lock]> = locks.into_iter().collect();
+        if locks.is_empty() {
+            return Err(Error::invalid("locks", "no locks; give at least one"));
+        }
+        Ok(MultiLock { locks })
+    }
+
+    /// The locks, in the order given.
+    pub fn locks(&self) -> &[Lock] {
+        &self.locks
+    }
+
+    /// Acquires every lock, waiting as long as it takes. Leases are renewed by the watchdogs.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold behind: locks taken so far are released
+    /// (by the clients' background tasks if need be), as for [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// The first error of any lock (see [`Lock::lock`]); the locks taken are released first.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// let guard = locks.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<MultiLockGuard> {
+        match self.acquire(None, None).await? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("an unbounded wait only ends with the locks"),
+        }
+    }
+
+    /// Tries to acquire every lock, waiting at most `wait`; `Ok(None)` if they were not all free
+    /// in time (nothing is held then). `Duration::ZERO` tries once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`MultiLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
+    /// the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = locks.try_lock(Duration::from_secs(1)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
+        self.acquire(None, Some(deadline_after(wait)?)).await
+    }
+
+    /// Acquires every lock with [`LockOptions`]: a fixed lease for each lock (no watchdog) and/or
+    /// a bounded wait for the whole set.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`MultiLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
+    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
+    /// let guard = locks.lock_with(options).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_with(&self, options: LockOptions) -> Result<MultiLockGuard> {
+        let started = std::time::Instant::now();
+        match self.try_lock_with(options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::WaitTimedOut {
+                name: self.names(),
+                waited: started.elapsed(),
+            }),
+        }
+    }
+
+    /// Like [`MultiLock::lock_with`], but a wait that runs out is `Ok(None)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`MultiLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiLock::lock_with`], except for running out of time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// if let Some(guard) = locks.try_lock_with(LockOptions::new().wait(Duration::ZERO)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiLockGuard>> {
+        if let Some(lease) = options.lease_value() {
+            check_lease(lease)?;
+        }
+        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        self.acquire(options.lease_value(), deadline).await
+    }
+
+    fn names(&self) -> String {
+        let names: Vec<&str> = self.locks.iter().map(Lock::name).collect();
+        names.join(", ")
+    }
+
+    async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<MultiLockGuard>> {
+        let mut busy = match self.round(lease, None).await? {
+            Round::All(guards) => return Ok(Some(MultiLockGuard { guards })),
+            Round::Busy(index) => index,
+        };
+        loop {
+            // Holding nothing, wait for the lock that was busy …
+            let mut options = LockOptions::new();
+            if let Some(lease) = lease {
+                options = options.lease(lease);
+            }
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                options = options.wait(left);
+            }
+            // Boxed: a lock's acquire future is deep, and a multi-lock nests several of them.
+            let Some(first) = Box::pin(self.locks[busy].try_lock_with(options)).await? else {
+                return Ok(None);
+            };
+            // … then, holding it, try the others without waiting.
+            busy = match self.round(lease, Some((busy, first))).await? {
+                Round::All(guards) => return Ok(Some(MultiLockGuard { guards })),
+                Round::Busy(index) => index,
+            };
+        }
+    }
+
+    /// Tries every lock (but `held`, already taken) at once without waiting. On any failure
+    /// everything taken, `held` included, is released before returning.
+    async fn round(
+        &self,
+        lease: Option<Duration>,
+        held: Option<(usize, LockGuard)>,
+    ) -> Result<Round> {
+        let mut options = LockOptions::new().wait(Duration::ZERO);
+        if let Some(lease) = lease {
+            options = options.lease(lease);
+        }
+        let held_index = held.as_ref().map(|(i, _)| *i);
+        let attempts = self.locks.iter().enumerate().map(|(i, lock)| async move {
+            if Some(i) == held_index {
+                return Ok(None);
+            }
+            Box::pin(lock.try_lock_with(options)).await
+        });
+        let results = join_all(attempts).await;
+        let mut held = held;
+        let mut guards = Vec::with_capacity(self.locks.len());
+        let mut busy = None;
+        let mut error = None;
+        for (i, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) if Some(i) == held_index => {
+                    guards.push(held.take().expect("held once").1);
+                }
+                Ok(None) => {
+                    busy.get_or_insert(i);
+                }
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if error.is_none() && busy.is_none() {
+            return Ok(Round::All(guards));
+        }
+        // Never keep part of the set: give back what this round took.
+        release_all(guards).await;
+        match error {
+            Some(e) => Err(e),
+            None => Ok(Round::Busy(busy.expect("a lock was busy"))),
+        }
+    }
+}
+
+async fn release_all(guards: Vec<LockGuard>) {
+    for result in join_all(guards.into_iter().map(LockGuard::unlock)).await {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "latchkey multi-lock could not release a lock it took");
+        }
+    }
+}
+
+fn deadline_after(wait: Duration) -> Result<Instant> {
+    Instant::now().checked_add(wait).ok_or_else(|| {
+        Error::invalid(
+            "wait",
+            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
+        )
+    })
+}
+
+/// Every lock of a [`MultiLock`], held together. Releasing it (explicitly with
+/// [`MultiLockGuard::unlock`], or by dropping it) releases every lock.
+///
+/// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
+/// releases are handed to the clients' background tasks.
+#[must_use = "dropping the guard releases the locks at once"]
+pub struct MultiLockGuard {
+    guards: Vec<LockGuard>,
+}
+
+impl fmt::Debug for MultiLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiLockGuard")
+            .field("guards", &self.guards)
+            .finish()
+    }
+}
+
+impl MultiLockGuard {
+    /// The guard of each lock, in the order the locks were given.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// The fencing token of each lock, in the order the locks were given.
+    pub fn fencing_tokens(&self) -> Vec<u64> {
+        self.guards.iter().map(LockGuard::fencing_token).collect()
+    }
+
+    /// Whether any of the locks is known to be lost.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Resolves when any of the locks is lost (see [`LockGuard::lost`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn job() {}
+    /// let guard = locks.lock().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => eprintln!("a lock was lost, stopping"),
+    ///     _ = job() => guard.unlock().await?,
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let waits: Vec<_> = self.guards.iter().map(|g| Box::pin(g.lost())).collect();
+        async move {
+            futures_util::future::select_all(waits).await;
+        }
+    }
+
+    /// Releases every lock now and waits for Redis to confirm it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes still releases every lock (see
+    /// [`LockGuard::unlock`]).
+    ///
+    /// # Errors
+    ///
+    /// The first error of the locks' releases ([`Error::NotOwner`] if a lock had been lost);
+    /// every lock is released (or left to expire) regardless.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// let guard = locks.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn unlock(self) -> Result<()> {
+        let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
+        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+    }
+}

@@ -1,0 +1,907 @@
+//! The permit-expirable semaphore, compatible with Redisson's `RPermitExpirableSemaphore`.
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::client::{check_lease, check_name, Client};
+use crate::error::{Error, Result};
+use crate::keys::{prefix_name, suffix_name};
+use crate::pubsub::WakePolicy;
+use crate::semaphore::{
+    check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
+};
+use crate::task::detached;
+use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
+
+static PSEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_acquire.lua")));
+static PSEM_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_release.lua")));
+static PSEM_SET_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_set_permits.lua")));
+static PSEM_ADD_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_add_permits.lua")));
+static PSEM_COUNT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_count.lua")));
+static PSEM_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/psem_renew.lua")));
+
+/// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
+/// digits (as Redisson shows them), and stored as the raw bytes in Redis.
+///
+/// # Examples
+///
+/// ```
+/// use latchkey::PermitId;
+///
+/// let id: PermitId = "00112233445566778899aabbccddeeff".parse()?;
+/// assert_eq!(id.to_string(), "00112233445566778899aabbccddeeff");
+/// assert!("not hex".parse::<PermitId>().is_err());
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PermitId([u8; 16]);
+
+impl PermitId {
+    fn random() -> PermitId {
+        PermitId(rand::random())
+    }
+
+    /// The 16 bytes of the id.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PermitId({self})")
+    }
+}
+
+impl FromStr for PermitId {
+    type Err = Error;
+
+    /// Parses 32 hex digits.
+    fn from_str(s: &str) -> Result<PermitId> {
+        let bad = || {
+            Error::invalid(
+                "permit id",
+                format!("`{s}` is not a permit id; give 32 hex digits"),
+            )
+        };
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut bytes = [0u8; 16];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(PermitId(bytes))
+    }
+}
+
+/// Options for [`PermitSemaphore::acquire_with`] and [`PermitSemaphore::try_acquire_with`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use latchkey::PermitOptions;
+///
+/// // Lease the permits for 10 s (no watchdog), wait at most 2 s for them.
+/// let options = PermitOptions::new()
+///     .lease(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct PermitOptions {
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+}
+
+impl PermitOptions {
+    /// Default options: watchdog lease, wait as long as it takes.
+    pub fn new() -> PermitOptions {
+        PermitOptions::default()
+    }
+
+    /// A fixed lease: the permits come back this long after they are taken unless released
+    /// first, and the watchdog does not renew them. Between 1 ms and
+    /// [`MAX_LEASE`](crate::MAX_LEASE).
+    pub fn lease(mut self, lease: Duration) -> PermitOptions {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The longest time to wait for the permits. `Duration::ZERO` tries once.
+    pub fn wait(mut self, wait: Duration) -> PermitOptions {
+        self.wait = Some(wait);
+        self
+    }
+}
+
+/// A distributed semaphore whose permits have ids and leases, kept in Redis in Redisson's
+/// `RPermitExpirableSemaphore` layout.
+///
+/// Made by [`Client::permit_semaphore`]. Each permit taken gets a random [`PermitId`] and a lease:
+/// by default the client's watchdog timeout, renewed by the watchdog while the guard lives, or a
+/// fixed lease ([`PermitOptions::lease`]). Permits held by a client that crashes or loses Redis
+/// come back by themselves when their lease ends, without anybody's help: every script of the
+/// semaphore first reclaims ended leases. Lease ends come from the Redis server's clock.
+///
+/// Layout: the available count is a string at `name`; the leases are a sorted set at
+/// `{name}:timeout` (permit id as 16 raw bytes, scored by the lease end in ms); waiters listen on
+/// `redisson_sc:{name}`. Redisson clients score leases with their own clocks; keep the clocks
+/// close when Java and Rust share a semaphore.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let semaphore = client.permit_semaphore("workers");
+/// semaphore.try_set_permits(3).await?;
+///
+/// let permits = semaphore.acquire(1).await?;
+/// println!("working under permit {}", permits.ids()[0]);
+/// permits.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PermitSemaphore {
+    inner: Arc<PermitSemaphoreInner>,
+}
+
+struct PermitSemaphoreInner {
+    client: Client,
+    name: String,
+    key: Arc<str>,
+    leases_key: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl fmt::Debug for PermitSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitSemaphore")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A permit-expirable semaphore named `name`, in Redisson's `RPermitExpirableSemaphore`
+    /// layout.
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Set the
+    /// permits up once with [`PermitSemaphore::try_set_permits`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let semaphore = client.permit_semaphore("workers");
+    /// semaphore.try_set_permits(3).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
+        let name = self.object_name(&name.into());
+        PermitSemaphore {
+            inner: Arc::new(PermitSemaphoreInner {
+                client: self.clone(),
+                key: Arc::from(name.as_str()),
+                leases_key: Arc::from(suffix_name(&name, "timeout")),
+                channel: Arc::from(prefix_name("redisson_sc", &name)),
+                name,
+            }),
+        }
+    }
+}
+
+/// The watchdog's renewal of one permit lease (`scripts/psem_renew.lua`).
+#[derive(Debug)]
+struct PermitRenewal {
+    leases_key: Arc<str>,
+    id: Arc<str>,
+}
+
+impl Renewal for PermitRenewal {
+    fn script(&self) -> &'static Script {
+        &PSEM_RENEW
+    }
+    fn keys(&self) -> Vec<Arc<str>> {
+        vec![self.leases_key.clone()]
+    }
+    fn args(&self, lease_ms: u64) -> Vec<String> {
+        vec![self.id.to_string(), lease_ms.to_string()]
+    }
+}
+
+enum Attempt {
+    Granted(LeasedPermits),
+    /// Not enough permits: this many were available, and the next lease ends in this many ms
+    /// (-1: none is out).
+    Short {
+        available: i64,
+        next_end: i64,
+    },
+}
+
+impl PermitSemaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn keys(&self) -> [Arc<str>; 3] {
+        let inner = &self.inner;
+        [
+            inner.key.clone(),
+            inner.leases_key.clone(),
+            inner.channel.clone(),
+        ]
+    }
+
+    /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
+    /// it was set up by this call. Waiters are woken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::WrongType`] if a key holds another type; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// semaphore.try_set_permits(3).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        if permits > MAX_PERMITS {
+            return Err(Error::invalid(
+                "permits",
+                format!("{permits} is more than the maximum {MAX_PERMITS}"),
+            ));
+        }
+        let mut invocation = PSEM_SET_PERMITS.prepare_invoke();
+        for key in self.keys() {
+            invocation.key(&*key);
+        }
+        invocation
+            .arg(permits)
+            .arg(self.inner.client.inner.conn.publish_command());
+        let set: i64 = self
+            .inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "setting semaphore permits", &self.inner.name)
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Adds `delta` permits (or takes `-delta` away). The total is the available count plus
+    /// the permits leased out; taking permits away while they are leased may leave the
+    /// available count below zero until enough come back. Waiters are woken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
+    /// [`MAX_PERMITS`]; [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// semaphore.add_permits(2).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn add_permits(&self, delta: i32) -> Result<()> {
+        check_name(&self.inner.name)?;
+        let mut invocation = PSEM_ADD_PERMITS.prepare_invoke();
+        for key in self.keys() {
+            invocation.key(&*key);
+        }
+        invocation
+            .arg(delta)
+            .arg(MAX_PERMITS)
+            .arg(self.inner.client.inner.conn.publish_command());
+        let reply: Vec<i64> = self
+            .inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "adding semaphore permits", &self.inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, _] => Ok(()),
+            [-1, total] => Err(Error::invalid(
+                "permits",
+                format!(
+                    "cannot take {} permits away from a semaphore of {total}",
+                    -i64::from(delta)
+                ),
+            )),
+            [-2, total] => Err(Error::invalid(
+                "permits",
+                format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
+            )),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+
+    async fn counts(&self) -> Result<(i64, u64)> {
+        check_name(&self.inner.name)?;
+        let mut invocation = PSEM_COUNT.prepare_invoke();
+        for key in self.keys() {
+            invocation.key(&*key);
+        }
+        invocation.arg(self.inner.client.inner.conn.publish_command());
+        let reply: (i64, u64) = self
+            .inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "counting semaphore permits", &self.inner.name)
+            .await?;
+        Ok(reply)
+    }
+
+    /// The number of permits available now, after reclaiming ended leases (0 if the semaphore
+    /// was never set up).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call (it only reclaims ended leases).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// println!("{} permits free", semaphore.available().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn available(&self) -> Result<i64> {
+        Ok(self.counts().await?.0)
+    }
+
+    /// The number of permits leased out now (leases that have not ended), by every client.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call (it only reclaims ended leases).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// println!("{} permits out", semaphore.leased().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn leased(&self) -> Result<u64> {
+        Ok(self.counts().await?.1)
+    }
+
+    /// Takes `n` permits, waiting as long as it takes. Their leases are renewed by the watchdog
+    /// until the guard is released or dropped.
+    ///
+    /// Waiters sleep until a release is published on the semaphore's channel or the next lease
+    /// out ends (at most 2 s between attempts). The semaphore is not fair.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no permit taken, no renewal and no subscription
+    /// behind: if the acquire script already ran, the permits are given back by the client's
+    /// background task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// let permits = semaphore.acquire(2).await?;
+    /// permits.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire(&self, n: u32) -> Result<LeasedPermits> {
+        match self.acquire_until(n, Lease::Watchdog, None).await? {
+            Some(permits) => Ok(permits),
+            None => unreachable!("an unbounded wait only ends with the permits"),
+        }
+    }
+
+    /// Takes `n` permits, waiting at most `wait`; `Ok(None)` if they did not become available in
+    /// time. `Duration::ZERO` tries once. The leases are renewed by the watchdog.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`PermitSemaphore::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PermitSemaphore::acquire`], and [`Error::InvalidArgument`] if `wait` is too large
+    /// to add to the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(permits) = semaphore.try_acquire(1, Duration::from_secs(1)).await? {
+    ///     permits.release().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire(&self, n: u32, wait: Duration) -> Result<Option<LeasedPermits>> {
+        let deadline = deadline_after(wait)?;
+        self.acquire_until(n, Lease::Watchdog, Some(deadline)).await
+    }
+
+    /// Takes `n` permits with [`PermitOptions`]: a fixed lease (no watchdog) and/or a bounded
+    /// wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`PermitSemaphore::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PermitSemaphore::acquire`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
+    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::PermitOptions;
+    ///
+    /// // The permit comes back after 30 s even if this process dies.
+    /// let permits = semaphore
+    ///     .acquire_with(1, PermitOptions::new().lease(Duration::from_secs(30)))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_with(&self, n: u32, options: PermitOptions) -> Result<LeasedPermits> {
+        let started = std::time::Instant::now();
+        match self.try_acquire_with(n, options).await? {
+            Some(permits) => Ok(permits),
+            None => Err(Error::WaitTimedOut {
+                name: self.inner.name.clone(),
+                waited: started.elapsed(),
+            }),
+        }
+    }
+
+    /// Like [`PermitSemaphore::acquire_with`], but a wait that runs out is `Ok(None)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`PermitSemaphore::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PermitSemaphore::acquire_with`], except for running out of time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::PermitOptions;
+    ///
+    /// let options = PermitOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
+    /// if let Some(permits) = semaphore.try_acquire_with(1, options).await? {
+    ///     permits.release().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire_with(
+        &self,
+        n: u32,
+        options: PermitOptions,
+    ) -> Result<Option<LeasedPermits>> {
+        let lease = match options.lease {
+            Some(lease) => {
+                check_lease(lease)?;
+                Lease::Fixed(lease)
+            }
+            None => Lease::Watchdog,
+        };
+        let deadline = options.wait.map(deadline_after).transpose()?;
+        self.acquire_until(n, lease, deadline).await
+    }
+
+    /// Gives permits back by id, whoever took them (for ids kept with
+    /// [`LeasedPermits::forget`]). Known ids are released even if others are not.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownPermit`] naming the first id that was never issued, already released, or
+    /// whose lease ended (the other ids are released); [`Error::InvalidArgument`] for no ids;
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// let ids = semaphore.acquire(1).await?.forget();
+    /// // … later, maybe in another process …
+    /// semaphore.release(&ids).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        check_name(&self.inner.name)?;
+        if ids.is_empty() {
+            return Err(Error::invalid(
+                "permit ids",
+                "no permit ids; give at least one",
+            ));
+        }
+        let task = self.release_task(ids);
+        let conn = self.inner.client.inner.conn.clone();
+        let name = self.inner.name.clone();
+        let unknown: Vec<String> = detached(Box::pin(async move {
+            let mut invocation = task.script.prepare_invoke();
+            for key in &task.keys {
+                invocation.key(&**key);
+            }
+            for arg in &task.args {
+                invocation.arg(arg);
+            }
+            conn.script(&invocation, task.context, &name).await
+        }))
+        .await??;
+        match unknown.into_iter().next() {
+            None => Ok(()),
+            Some(permit) => Err(Error::UnknownPermit {
+                name: self.inner.name.clone(),
+                permit,
+            }),
+        }
+    }
+
+    fn release_task(&self, ids: &[PermitId]) -> Task {
+        Task {
+            script: &PSEM_RELEASE,
+            keys: self.keys().to_vec(),
+            args: std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
+                .chain(ids.iter().map(PermitId::to_string))
+                .collect(),
+            context: "releasing semaphore permits",
+        }
+    }
+
+    async fn acquire_until(
+        &self,
+        n: u32,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LeasedPermits>> {
+        check_name(&self.inner.name)?;
+        check_permits(n)?;
+        let hub = &self.inner.client.inner.hub;
+        let channel = &*self.inner.channel;
+        let will_wait = deadline.is_none_or(|d| d > Instant::now());
+        let mut subscription = if will_wait {
+            hub.try_join(channel, || None)
+        } else {
+            None
+        };
+        let mut covered = subscription.is_some();
+        let mut woken = false;
+        loop {
+            let next_end = match self.attempt(n, lease).await? {
+                Attempt::Granted(permits) => {
+                    if let Some(subscription) = subscription {
+                        subscription.finish();
+                    }
+                    return Ok(Some(permits));
+                }
+                Attempt::Short {
+                    available,
+                    next_end,
+                } => {
+                    if woken && available > 0 {
+                        if let Some(subscription) = &subscription {
+                            subscription.pass_on();
+                        }
+                    }
+                    next_end
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
+                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
+                covered = true;
+                woken = false;
+                continue;
+            };
+            // A lease that ends publishes nothing: wake up when the next one ends, to reclaim it.
+            let park = match next_end {
+                ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_PARK),
+                _ => MAX_PARK,
+            };
+            woken = waiting.wait_until(park_until(now, park, deadline)).await;
+        }
+    }
+
+    /// One acquire script call, run in its own task: if the caller is gone when the answer
+    /// comes, the guard is dropped there, which gives the permits back.
+    async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt> {
+        let semaphore = self.clone();
+        detached(Box::pin(
+            async move { semaphore.attempt_inner(n, lease).await },
+        ))
+        .await?
+    }
+
+    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt> {
+        let inner = &self.inner;
+        let client = &inner.client.inner;
+        let watchdog_timeout = client.config.watchdog_timeout;
+        let lease_ms = match lease {
+            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
+            Lease::Fixed(d) => d.as_millis() as u64,
+        };
+        let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
+        let mut invocation = PSEM_ACQUIRE.prepare_invoke();
+        for key in self.keys() {
+            invocation.key(&*key);
+        }
+        invocation.arg(lease_ms).arg(client.conn.publish_command());
+        for id in &ids {
+            invocation.arg(id.to_string());
+        }
+        let sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .conn
+            .script(&invocation, "acquiring semaphore permits", &inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, _] => {
+                let tickets = ids
+                    .iter()
+                    .map(|id| {
+                        let hold = HoldKey {
+                            kind: "permit",
+                            key: inner.leases_key.clone(),
+                            field: Arc::from(id.to_string()),
+                        };
+                        let ticket = client.registry.acquired(
+                            hold.clone(),
+                            &inner.name,
+                            1,
+                            lease,
+                            watchdog_timeout,
+                            sent_at,
+                            Arc::new(PermitRenewal {
+                                leases_key: inner.leases_key.clone(),
+                                id: hold.field.clone(),
+                            }),
+                        );
+                        (hold, ticket)
+                    })
+                    .collect();
+                Ok(Attempt::Granted(LeasedPermits {
+                    semaphore: self.clone(),
+                    ids,
+                    tickets,
+                    lease,
+                    released: false,
+                }))
+            }
+            [0, available, next_end] => Ok(Attempt::Short {
+                available: *available,
+                next_end: *next_end,
+            }),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+}
+
+/// Permits taken from a [`PermitSemaphore`], each with its id and lease. Releasing the guard
+/// (explicitly with [`LeasedPermits::release`], or by dropping it) gives them back;
+/// [`LeasedPermits::forget`] hands the ids over instead.
+///
+/// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
+/// release is handed to the client's background task.
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct LeasedPermits {
+    semaphore: PermitSemaphore,
+    ids: Vec<PermitId>,
+    tickets: Vec<(HoldKey, Ticket)>,
+    lease: Lease,
+    released: bool,
+}
+
+impl fmt::Debug for LeasedPermits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasedPermits")
+            .field("semaphore", &self.semaphore.inner.name)
+            .field("ids", &self.ids)
+            .field("lease", &self.lease)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl LeasedPermits {
+    /// The ids of the permits, one per permit.
+    pub fn ids(&self) -> &[PermitId] {
+        &self.ids
+    }
+
+    /// How many permits this guard holds.
+    pub fn count(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The semaphore the permits were taken from.
+    pub fn semaphore(&self) -> &PermitSemaphore {
+        &self.semaphore
+    }
+
+    /// Whether the lease of any of the permits is known to have ended (see
+    /// [`LeasedPermits::lost`]).
+    pub fn is_lost(&self) -> bool {
+        self.tickets.iter().any(|(_, t)| t.lost.is_cancelled())
+    }
+
+    /// Resolves when the lease of any of the permits is lost: a fixed lease ran out, the watchdog
+    /// found the permit gone, or renewals failed until the lease ran out. The future owns what it
+    /// needs, so it can be raced against the work with `tokio::select!`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn job() {}
+    /// let permits = semaphore.acquire(1).await?;
+    /// tokio::select! {
+    ///     _ = permits.lost() => eprintln!("permit lost, stopping"),
+    ///     _ = job() => permits.release().await?,
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let waits: Vec<_> = self
+            .tickets
+            .iter()
+            .map(|(_, t)| Box::pin(t.lost.clone().cancelled_owned()))
+            .collect();
+        async move {
+            futures_util::future::select_all(waits).await;
+        }
+    }
+
+    /// Stops renewing the leases and returns the ids: the permits stay taken until
+    /// [`PermitSemaphore::release`] is called with them or their lease ends (for a watchdog
+    /// lease, one watchdog timeout from its last renewal).
+    pub fn forget(mut self) -> Vec<PermitId> {
+        self.released = true;
+        self.stop_renewals();
+        std::mem::take(&mut self.ids)
+    }
+
+    /// Removes the holds from the watchdog, before the release is sent (so no renewal outlives
+    /// the release).
+    fn stop_renewals(&self) {
+        let client = &self.semaphore.inner.client.inner;
+        for (hold, ticket) in &self.tickets {
+            // Stale or not, the release script is sent for every id: it reports unknown ones.
+            let _ =
+                client
+                    .registry
+                    .released(hold, ticket, self.lease, client.config.watchdog_timeout);
+        }
+    }
+
+    /// Gives the permits back now and waits for Redis to confirm it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes still gives the permits back: the release runs in
+    /// its own task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownPermit`] if the lease of a permit had ended (the others are released);
+    /// connection errors (the permits come back when their leases end).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// let permits = semaphore.acquire(1).await?;
+    /// permits.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.stop_renewals();
+        self.semaphore.release(&self.ids).await
+    }
+}
+
+impl Drop for LeasedPermits {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.stop_renewals();
+        let client = &self.semaphore.inner.client.inner;
+        let _ = client
+            .background
+            .send(self.semaphore.release_task(&self.ids));
+    }
+}

@@ -1,0 +1,233 @@
+//! The transfer agent: one task per client and queue name that moves due items (and deliveries
+//! whose visibility timeout ran out) to the ready list. See the `queue` module docs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{unexpected, Keys, DELAY_TRANSFER, FALLBACK_POLL, TRANSFER_BATCH};
+use crate::client::{Client, Inner};
+use crate::conn::Conn;
+use crate::error::Result;
+use crate::pubsub::{Subscription, WakePolicy};
+
+/// The first retry delay after a failed transfer; it doubles up to [`FALLBACK_POLL`].
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+
+/// How often an agent without a subscription tries to subscribe again.
+const RESUBSCRIBE_EVERY: Duration = Duration::from_secs(5);
+
+/// What the handles of a queue share with its agent.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// When the agent will transfer next, while it sleeps.
+    armed: Mutex<Option<Instant>>,
+    /// Wakes the agent early.
+    kick: Notify,
+}
+
+impl Shared {
+    /// Makes sure the agent transfers again no later than about `at` (a visibility deadline a
+    /// consumer of this client just set): wakes it if it sleeps longer than that or is busy.
+    pub(crate) fn wake_by(&self, at: Instant) {
+        let armed = *lock(&self.armed);
+        if armed.is_none_or(|armed| at < armed) {
+            self.kick.notify_one();
+        }
+    }
+}
+
+/// The agents that run, by client id and queue name.
+type Agents = HashMap<(String, String), Arc<Shared>>;
+
+/// The running agents. An agent removes itself when it stops.
+static AGENTS: LazyLock<Mutex<Agents>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a single read or write: poisoning cannot leave it torn.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Returns the link to `client`'s agent for queue `name`, starting the agent if none runs.
+/// Must be called within a tokio runtime.
+pub(crate) fn ensure(client: &Client, name: &str, keys: &Keys) -> Arc<Shared> {
+    let key = (client.id().to_owned(), name.to_owned());
+    let mut agents = lock(&AGENTS);
+    if let Some(shared) = agents.get(&key) {
+        return shared.clone();
+    }
+    let shared = Arc::new(Shared {
+        armed: Mutex::new(None),
+        kick: Notify::new(),
+    });
+    agents.insert(key.clone(), shared.clone());
+    drop(agents);
+    let agent = Agent {
+        conn: client.inner.conn.clone(),
+        client: Arc::downgrade(&client.inner),
+        name: name.to_owned(),
+        delayed: keys.delayed.clone(),
+        ready: keys.ready.clone(),
+        unacked: keys.unacked.clone(),
+        ready_channel: keys.ready_channel.clone(),
+        delay_channel: keys.delay_channel.clone(),
+        shared: shared.clone(),
+    };
+    tokio::spawn(agent.run(key, client.shutdown_token()));
+    shared
+}
+
+/// What the agent task owns: the connection and key names, never the client itself (a weak
+/// reference is upgraded only for the moment of subscribing).
+struct Agent {
+    conn: Conn,
+    client: Weak<Inner>,
+    name: String,
+    delayed: Arc<str>,
+    ready: Arc<str>,
+    unacked: Arc<str>,
+    ready_channel: Arc<str>,
+    delay_channel: Arc<str>,
+    shared: Arc<Shared>,
+}
+
+impl Agent {
+    async fn run(self, key: (String, String), shutdown: CancellationToken) {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {}
+            _ = self.work() => {}
+        }
+        let mut agents = lock(&AGENTS);
+        if agents
+            .get(&key)
+            .is_some_and(|shared| Arc::ptr_eq(shared, &self.shared))
+        {
+            agents.remove(&key);
+        }
+    }
+
+    /// Transfer, sleep until the next due time (or a message, a kick, the fallback poll),
+    /// repeat; until the client shuts down.
+    async fn work(&self) {
+        let mut subscription = None;
+        let mut backoff = MIN_BACKOFF;
+        // The last failure, so a lasting one (a key of the wrong type) is logged once.
+        let mut failing: Option<String> = None;
+        let mut next_subscribe = Instant::now();
+        loop {
+            // Subscribed before the transfer: an item offered after the transfer read the
+            // zset announces itself on the channel. Without a subscription (pub/sub refused or
+            // unreachable) the agent polls, and tries again now and then.
+            if subscription.is_none() && next_subscribe <= Instant::now() {
+                subscription = self.subscribe().await;
+                next_subscribe = Instant::now() + RESUBSCRIBE_EVERY;
+            }
+            let wake = match self.transfer().await {
+                Ok(wake) => {
+                    if failing.take().is_some() {
+                        tracing::info!(queue = %self.name, "latchkey delayed queue transfer works again");
+                    }
+                    backoff = MIN_BACKOFF;
+                    wake
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    if failing.as_deref() == Some(message.as_str()) {
+                        tracing::debug!(queue = %self.name, error = %e, "latchkey delayed queue transfer failed again");
+                    } else {
+                        tracing::warn!(queue = %self.name, error = %e, "latchkey delayed queue transfer failed; retrying");
+                        failing = Some(message);
+                    }
+                    let at = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(FALLBACK_POLL);
+                    at
+                }
+            };
+            let wake = wake.min(Instant::now() + FALLBACK_POLL);
+            *lock(&self.shared.armed) = Some(wake);
+            tokio::select! {
+                _ = self.shared.kick.notified() => {}
+                _ = wait(subscription.as_ref(), wake) => {}
+            }
+            *lock(&self.shared.armed) = None;
+        }
+    }
+
+    async fn subscribe(&self) -> Option<Subscription> {
+        let inner = self.client.upgrade()?;
+        match inner
+            .hub
+            .subscribe(&self.delay_channel, WakePolicy::All, None)
+            .await
+        {
+            Ok(subscription) => Some(subscription),
+            Err(e) => {
+                tracing::debug!(queue = %self.name, error = %e, "latchkey delayed queue agent could not subscribe; polling");
+                None
+            }
+        }
+    }
+
+    /// Runs the transfer script until nothing due is left; returns when to run it again.
+    async fn transfer(&self) -> Result<Instant> {
+        loop {
+            let mut invocation = DELAY_TRANSFER.prepare_invoke();
+            invocation
+                .key(&*self.delayed)
+                .key(&*self.ready)
+                .key(&*self.unacked)
+                .key(&*self.ready_channel)
+                .arg(TRANSFER_BATCH)
+                .arg(self.conn.publish_command());
+            let reply: Vec<i64> = self
+                .conn
+                .script(
+                    &invocation,
+                    "moving due items of a delayed queue",
+                    &self.name,
+                )
+                .await?;
+            let received = Instant::now();
+            let [moved, redelivered, next_due, next_deadline, now_us] = reply[..] else {
+                return Err(unexpected(
+                    "unexpected reply from the transfer script",
+                    reply,
+                ));
+            };
+            if moved as usize >= TRANSFER_BATCH || redelivered as usize >= TRANSFER_BATCH {
+                // More is due: let other commands in between, then go on.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            // Server times in ms → local instants (the wait is measured from the reply, so the
+            // agent wakes at or just after the due time, never before it).
+            let local = |ms: i64| {
+                (ms >= 0).then(|| {
+                    received
+                        + Duration::from_micros(
+                            ms.saturating_mul(1000).saturating_sub(now_us).max(0) as u64,
+                        )
+                })
+            };
+            return Ok([local(next_due), local(next_deadline)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(received + FALLBACK_POLL));
+        }
+    }
+}
+
+async fn wait(subscription: Option<&Subscription>, until: Instant) {
+    match subscription {
+        Some(subscription) => {
+            subscription.wait_until(until).await;
+        }
+        None => tokio::time::sleep_until(until).await,
+    }
+}

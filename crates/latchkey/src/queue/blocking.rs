@@ -1,0 +1,965 @@
+//! The blocking queue: consumers of the items a [`DelayedQueue`](super::DelayedQueue) makes
+//! ready (or that are put in directly), with at-most-once `take` and at-least-once
+//! `take_reliable`.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::{
+    check_delay, check_visibility, deadline_after, encode, unexpected, Core, ItemId, Offer, When,
+    DEFAULT_VISIBILITY_TIMEOUT, QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
+};
+use crate::client::{check_name, Client};
+use crate::codec::{Codec, Json};
+use crate::error::Result;
+use crate::pubsub::WakePolicy;
+use crate::watchdog::Task;
+
+/// The longest a waiting consumer sleeps between two attempts. A message on the ready channel
+/// normally wakes it long before; this bounds the wait when a message is lost.
+const CONSUMER_PARK: Duration = Duration::from_secs(2);
+
+/// A queue of ready items in Redis, shared by any number of consumers in any number of
+/// processes: the destination of the [`DelayedQueue`](crate::DelayedQueue) of the same name.
+///
+/// Made by [`Client::blocking_queue`]. Handles are cheap to clone.
+///
+/// # Two ways to consume
+///
+/// * [`BlockingQueue::take`] / [`BlockingQueue::poll`] remove the item from Redis and return it:
+///   **at most once**. If the process crashes (or the reply is lost) after Redis removed the item
+///   and before the caller got it, it is gone. Dropping the future is safe, though: an item
+///   already removed for a caller who went away is put back at the head of the queue.
+/// * [`BlockingQueue::take_reliable`] / [`BlockingQueue::poll_reliable`] return a [`Delivery`]
+///   and keep the item in Redis, invisible to other consumers, until it is acknowledged with
+///   [`Delivery::ack`]: **at least once**. A delivery that is dropped or released
+///   ([`Delivery::nack`]) goes back to the head of the queue at once; one whose consumer died
+///   comes back after the visibility timeout
+///   ([`BlockingQueue::with_visibility_timeout`], default
+///   [`DEFAULT_VISIBILITY_TIMEOUT`](crate::DEFAULT_VISIBILITY_TIMEOUT)), counted by
+///   [`Delivery::attempt`]. Duplicates happen only in that case (or when processing outlives the
+///   visibility timeout), so make the processing idempotent or check [`Delivery::attempt`].
+///
+/// Waiting consumers are woken through pub/sub when items are pushed (and look again at least
+/// every 2 s in case a message was lost). Blocking commands (`BLPOP`, `BLMOVE`) are not used, so
+/// waiting consumers share the client's connections and cost nothing while idle.
+///
+/// Items that cannot be decoded are moved to the dead-letter hash
+/// `latchkey_queue_dead:{name}` (id → payload) and reported as
+/// [`Error::Codec`](crate::Error::Codec), never lost and never delivered again.
+///
+/// # Delivery from the delayed queue
+///
+/// Every client with a handle for the queue (delayed or blocking) runs a transfer agent that
+/// moves due items to this queue in bounded batches (at most 1000 per script call, repeated
+/// until none is due, so even 100 000 items due at once never block Redis for long), woken by a
+/// timer armed for the earliest due time, by pub/sub when an earlier item arrives, and by a
+/// fallback poll every second, so delivery never depends on a message arriving. The same agent
+/// returns deliveries whose visibility timeout ran out. The transfer is atomic and idempotent:
+/// agents of several clients racing each other move every item exactly once. An agent starts
+/// with the client's first handle for the queue name and runs until the client shuts down (the
+/// last clone of the client and of its handles is dropped).
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let queue = client
+///     .blocking_queue::<String>("emails")
+///     .with_visibility_timeout(Duration::from_secs(60));
+/// loop {
+///     let delivery = queue.take_reliable().await?;
+///     println!("sending {}", *delivery);
+///     delivery.ack().await?;
+/// }
+/// # }
+/// ```
+pub struct BlockingQueue<T, C = Json> {
+    core: Arc<Core>,
+    codec: Arc<C>,
+    visibility: Duration,
+    _items: PhantomData<fn(T) -> T>,
+}
+
+impl<T, C> Clone for BlockingQueue<T, C> {
+    fn clone(&self) -> Self {
+        BlockingQueue {
+            core: self.core.clone(),
+            codec: self.codec.clone(),
+            visibility: self.visibility,
+            _items: PhantomData,
+        }
+    }
+}
+
+impl<T, C> fmt::Debug for BlockingQueue<T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingQueue")
+            .field("name", &self.core.name)
+            .field("item", &std::any::type_name::<T>())
+            .field("visibility_timeout", &self.visibility)
+            .finish()
+    }
+}
+
+impl Client {
+    /// The blocking queue named `name` whose items are `T`, stored as JSON: the destination of
+    /// [`Client::delayed_queue`] with the same name.
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Inside a
+    /// tokio runtime it starts this client's transfer agent for the queue (otherwise the first
+    /// use does).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let queue = client.blocking_queue::<String>("reminders");
+    /// let next = queue.take().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn blocking_queue<T>(&self, name: impl Into<String>) -> BlockingQueue<T>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        self.blocking_queue_with_codec(name, Json)
+    }
+
+    /// The blocking queue named `name` whose items are decoded with `codec`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let queue = client.blocking_queue_with_codec::<u64, _>("ids", latchkey::Json);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn blocking_queue_with_codec<T, C>(
+        &self,
+        name: impl Into<String>,
+        codec: C,
+    ) -> BlockingQueue<T, C>
+    where
+        C: Codec<T>,
+    {
+        BlockingQueue {
+            core: Core::new(self.clone(), name.into()),
+            codec: Arc::new(codec),
+            visibility: DEFAULT_VISIBILITY_TIMEOUT,
+            _items: PhantomData,
+        }
+    }
+}
+
+impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// This handle with another visibility timeout for its reliable deliveries: how long a
+    /// delivery stays invisible to other consumers before it is delivered again, unless
+    /// acknowledged, released or extended first. Between 1 ms and
+    /// [`MAX_LEASE`](crate::MAX_LEASE); checked when a reliable delivery is taken.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) {
+    /// use std::time::Duration;
+    /// let queue = client
+    ///     .blocking_queue::<String>("slow-jobs")
+    ///     .with_visibility_timeout(Duration::from_secs(600));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility = timeout;
+        self
+    }
+
+    /// The visibility timeout of this handle's reliable deliveries.
+    pub fn visibility_timeout(&self) -> Duration {
+        self.visibility
+    }
+
+    /// Appends `item` to the queue, ready at once (behind items of the delayed queue that are
+    /// already overdue). Returns its id.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel a put it has started (once polled): the item is
+    /// queued unless an error occurs. Only the id is lost with the future.
+    ///
+    /// # Errors
+    ///
+    /// As [`DelayedQueue::offer`](crate::DelayedQueue::offer).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// queue.put(&"now".to_owned()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn put(&self, item: &T) -> Result<ItemId> {
+        check_name(&self.core.name)?;
+        let payload = encode(&*self.codec, item)?;
+        self.core.ready_to_use()?;
+        let id = self.core.new_id();
+        self.core
+            .offer(
+                When::In,
+                vec![Offer {
+                    id: id.clone(),
+                    time: 0,
+                    payload,
+                }],
+            )
+            .await?;
+        Ok(id)
+    }
+
+    /// Takes the item at the head of the queue, waiting as long as it takes for one. The item is
+    /// removed from Redis: at most once (see the type docs).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: no item is lost when the future is dropped. An item that Redis already
+    /// handed over for this call is put back at the head of the queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Codec`](crate::Error::Codec) if the head item cannot be decoded (it is moved to
+    /// the dead-letter hash; the next call goes on with the next item);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name;
+    /// [`Error::WrongType`](crate::Error::WrongType); connection errors (retry later; after
+    /// [`Error::Timeout`](crate::Error::Timeout) the item may have been taken and lost).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// let item = queue.take().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take(&self) -> Result<T> {
+        match self.receive(None, || self.pop_once()).await? {
+            Some(item) => Ok(item),
+            None => unreachable!("an unbounded wait only ends with an item"),
+        }
+    }
+
+    /// Like [`BlockingQueue::take`], waiting at most `timeout`; `Ok(None)` if no item came.
+    /// `Duration::ZERO` looks once without waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`BlockingQueue::take`].
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::take`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `timeout` overflows the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(item) = queue.poll(Duration::from_secs(1)).await? {
+    ///     println!("{item}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn poll(&self, timeout: Duration) -> Result<Option<T>> {
+        let deadline = deadline_after(timeout)?;
+        self.receive(Some(deadline), || self.pop_once()).await
+    }
+
+    /// Takes the item at the head of the queue as a [`Delivery`], waiting as long as it takes.
+    /// The item stays in Redis, invisible to other consumers, until the delivery is acknowledged
+    /// ([`Delivery::ack`]), released ([`Delivery::nack`], or dropped), or its visibility timeout
+    /// runs out — then it is delivered again: at least once (see the type docs).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: if the future is dropped after Redis handed an item over, the delivery is
+    /// released and the item goes back to the head of the queue at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::take`], and [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a bad visibility timeout. After [`Error::Timeout`](crate::Error::Timeout) an item
+    /// may have been handed over; it is delivered again after the visibility timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// let delivery = queue.take_reliable().await?;
+    /// println!("{} (attempt {})", delivery.item(), delivery.attempt());
+    /// delivery.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_reliable(&self) -> Result<Delivery<T>> {
+        let visibility = check_visibility(self.visibility)?;
+        match self.receive(None, || self.claim_once(visibility)).await? {
+            Some(delivery) => Ok(delivery),
+            None => unreachable!("an unbounded wait only ends with an item"),
+        }
+    }
+
+    /// Like [`BlockingQueue::take_reliable`], waiting at most `timeout`; `Ok(None)` if no item
+    /// came. `Duration::ZERO` looks once without waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`BlockingQueue::take_reliable`].
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::take_reliable`];
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `timeout` overflows the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// while let Some(delivery) = queue.poll_reliable(Duration::ZERO).await? {
+    ///     delivery.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn poll_reliable(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
+        let visibility = check_visibility(self.visibility)?;
+        let deadline = deadline_after(timeout)?;
+        self.receive(Some(deadline), || self.claim_once(visibility))
+            .await
+    }
+
+    /// Attempts until one finds an item or `deadline` passes, sleeping in between until a message
+    /// on the ready channel (or [`CONSUMER_PARK`]). Subscribes before the retry that follows the
+    /// first failed attempt, so no push between an attempt and the wait goes unnoticed.
+    async fn receive<R, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: F,
+    ) -> Result<Option<R>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Option<R>>>,
+    {
+        self.core.ready_to_use()?;
+        let hub = &self.core.client.inner.hub;
+        let channel = &*self.core.keys.ready_channel;
+        // If this client already listens on the channel, queue up at once (no I/O): the first
+        // attempt is then covered.
+        let mut subscription = hub.try_join(channel, || None);
+        let mut covered = subscription.is_some();
+        loop {
+            if let Some(found) = attempt().await? {
+                // The subscription is dropped unfinished: a wake-up it got meanwhile was for
+                // another item, and passes to the next waiter of this client.
+                drop(subscription);
+                return Ok(Some(found));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
+                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
+                covered = true;
+                continue;
+            };
+            let mut until = now + CONSUMER_PARK;
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            waiting.wait_until(until).await;
+        }
+    }
+
+    /// One `pop`, in its own task: if the caller is gone when the item arrives, dropping the
+    /// [`Popped`] there puts the item back.
+    async fn pop_once(&self) -> Result<Option<T>> {
+        let core = self.core.clone();
+        let codec = self.codec.clone();
+        let popped = crate::task::detached(async move {
+            let Some([id, payload]) = take_script::<2>(&core, "pop", 0).await? else {
+                return Ok(None);
+            };
+            let (Value::BulkString(id), Value::BulkString(payload)) = (id, payload) else {
+                return Err(unexpected("unexpected reply from the take script", "pop"));
+            };
+            let id = ItemId(String::from_utf8_lossy(&id).into_owned());
+            match codec.decode(&payload) {
+                Ok(item) => Ok(Some(Popped {
+                    core,
+                    id,
+                    payload,
+                    item: Some(item),
+                })),
+                Err(e) => {
+                    dead_letter(&core, &id, &payload).await;
+                    Err(e)
+                }
+            }
+        })
+        .await??;
+        Ok(popped.map(Popped::into_item))
+    }
+
+    /// One `claim`, in its own task: if the caller is gone when the item arrives, dropping the
+    /// [`Delivery`] there releases it.
+    async fn claim_once(&self, visibility_ms: u64) -> Result<Option<Delivery<T>>> {
+        let core = self.core.clone();
+        let codec = self.codec.clone();
+        crate::task::detached(async move {
+            let Some([id, payload, attempt]) =
+                take_script::<3>(&core, "claim", visibility_ms).await?
+            else {
+                return Ok(None);
+            };
+            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(attempt)) =
+                (id, payload, attempt)
+            else {
+                return Err(unexpected("unexpected reply from the take script", "claim"));
+            };
+            let id = ItemId(String::from_utf8_lossy(&id).into_owned());
+            core.agent()
+                .wake_by(Instant::now() + Duration::from_millis(visibility_ms));
+            match codec.decode(&payload) {
+                Ok(item) => Ok(Some(Delivery {
+                    item,
+                    id,
+                    attempt: attempt.max(0) as u64,
+                    core,
+                    settled: false,
+                })),
+                Err(e) => {
+                    dead_letter(&core, &id, &payload).await;
+                    Err(e)
+                }
+            }
+        })
+        .await?
+    }
+
+    /// How many items are ready to be taken. Rarely, this counts an id left behind by an item
+    /// that was put back and then finished by a late [`Delivery::ack`]; the next take skips it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType), connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// println!("{} ready", queue.len().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn len(&self) -> Result<u64> {
+        self.core
+            .count("LLEN", &self.core.keys.ready, "counting a blocking queue")
+            .await
+    }
+
+    /// Whether no item is ready to be taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::len`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// assert!(queue.is_empty().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_empty(&self) -> Result<bool> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// How many reliable deliveries are out and not yet acknowledged (by any consumer).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::len`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// println!("{} in flight", queue.in_flight().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn in_flight(&self) -> Result<u64> {
+        self.core
+            .count(
+                "ZCARD",
+                &self.core.keys.unacked,
+                "counting unacknowledged deliveries",
+            )
+            .await
+    }
+
+    /// How many items were moved to the dead-letter hash because they could not be decoded.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// As [`BlockingQueue::len`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// if queue.dead_letter_len().await? > 0 {
+    ///     eprintln!("some items could not be decoded");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn dead_letter_len(&self) -> Result<u64> {
+        self.core
+            .count("HLEN", &self.core.keys.dead, "counting dead letters")
+            .await
+    }
+}
+
+/// Runs the take script; `None` when the ready list is empty, else the `N` parts of the reply.
+async fn take_script<const N: usize>(
+    core: &Core,
+    mode: &str,
+    visibility_ms: u64,
+) -> Result<Option<[Value; N]>> {
+    let keys = &core.keys;
+    loop {
+        let mut invocation = QUEUE_TAKE.prepare_invoke();
+        invocation
+            .key(&*keys.ready)
+            .key(&*keys.items)
+            .key(&*keys.unacked)
+            .key(&*keys.attempts)
+            .arg(mode)
+            .arg(visibility_ms);
+        let reply: Value = core
+            .client
+            .inner
+            .conn
+            .script(&invocation, "taking from a queue", &core.name)
+            .await?;
+        match reply {
+            Value::Nil => return Ok(None),
+            // Only leftover ids of finished items were skipped: look again.
+            Value::Array(parts) if parts.is_empty() => continue,
+            Value::Array(parts) => {
+                return match <[Value; N]>::try_from(parts) {
+                    Ok(parts) => Ok(Some(parts)),
+                    Err(parts) => Err(unexpected("unexpected reply from the take script", parts)),
+                }
+            }
+            other => return Err(unexpected("unexpected reply from the take script", other)),
+        }
+    }
+}
+
+/// Moves an undecodable item to the dead-letter hash (logging if that fails: for a popped item
+/// the payload is then lost; a claimed one stays unacknowledged and comes back).
+async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
+    let keys = &core.keys;
+    let mut invocation = QUEUE_DEAD.prepare_invoke();
+    invocation
+        .key(&*keys.dead)
+        .key(&*keys.items)
+        .key(&*keys.unacked)
+        .key(&*keys.attempts)
+        .arg(id.as_str())
+        .arg(payload);
+    let result: Result<i64> = core
+        .client
+        .inner
+        .conn
+        .script(&invocation, "dead-lettering an item", &core.name)
+        .await;
+    match result {
+        Ok(_) => {
+            tracing::warn!(queue = %core.name, item = %id, "latchkey queue item cannot be decoded; moved to the dead-letter hash")
+        }
+        Err(e) => {
+            tracing::error!(queue = %core.name, item = %id, error = %e, "latchkey queue item cannot be decoded and could not be dead-lettered")
+        }
+    }
+}
+
+/// An item popped for a caller: dropped before [`Popped::into_item`], it goes back to the head
+/// of the queue.
+struct Popped<T> {
+    core: Arc<Core>,
+    id: ItemId,
+    payload: Vec<u8>,
+    item: Option<T>,
+}
+
+impl<T> Popped<T> {
+    fn into_item(mut self) -> T {
+        self.item.take().expect("a popped item is handed over once")
+    }
+}
+
+impl<T> Drop for Popped<T> {
+    fn drop(&mut self) {
+        if self.item.is_none() {
+            return;
+        }
+        let core = self.core.clone();
+        let id = self.id.clone();
+        let payload = std::mem::take(&mut self.payload);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(queue = %core.name, item = %id, "latchkey could not put back an item taken for a caller that went away: no runtime");
+            return;
+        };
+        runtime.spawn(async move {
+            let keys = &core.keys;
+            let mut invocation = QUEUE_REQUEUE.prepare_invoke();
+            invocation
+                .key(&*keys.ready)
+                .key(&*keys.items)
+                .key(&*keys.unacked)
+                .key(&*keys.attempts)
+                .key(&*keys.delayed)
+                .key(&*keys.ready_channel)
+                .key(&*keys.delay_channel)
+                .arg("popped")
+                .arg(id.as_str())
+                .arg(&payload[..])
+                .arg(0)
+                .arg(core.client.inner.conn.publish_command());
+            let result: Result<i64> = core
+                .client
+                .inner
+                .conn
+                .script(&invocation, "putting back an item", &core.name)
+                .await;
+            if let Err(e) = result {
+                tracing::error!(queue = %core.name, item = %id, error = %e, "latchkey could not put back an item taken for a caller that went away");
+            }
+        });
+    }
+}
+
+/// A reliable delivery of one item, from [`BlockingQueue::take_reliable`].
+///
+/// The item stays in Redis, invisible to other consumers, until the delivery is settled:
+/// [`Delivery::ack`] when done with it (the item is finished), [`Delivery::nack`] or
+/// [`Delivery::nack_after`] to give it back. Dropping an unsettled delivery gives the item back
+/// at once (through the client's background task; `Drop` never blocks). If the process dies, the
+/// item comes back after the visibility timeout. Reach the item through `Deref`,
+/// [`Delivery::item`] or [`Delivery::item_mut`].
+#[must_use = "an unsettled delivery goes back to the queue when dropped; call `ack` when done"]
+pub struct Delivery<T> {
+    item: T,
+    id: ItemId,
+    attempt: u64,
+    core: Arc<Core>,
+    settled: bool,
+}
+
+impl<T> fmt::Debug for Delivery<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("queue", &self.core.name)
+            .field("id", &self.id)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Deref for Delivery<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
+impl<T> DerefMut for Delivery<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.item
+    }
+}
+
+impl<T> Delivery<T> {
+    /// The item.
+    pub fn item(&self) -> &T {
+        &self.item
+    }
+
+    /// The item, mutably.
+    pub fn item_mut(&mut self) -> &mut T {
+        &mut self.item
+    }
+
+    /// The item's id (the same on every delivery of the item).
+    pub fn id(&self) -> &ItemId {
+        &self.id
+    }
+
+    /// Which reliable delivery of the item this is: 1 the first time, more after the item came
+    /// back (released, or its consumer did not acknowledge it in time).
+    pub fn attempt(&self) -> u64 {
+        self.attempt
+    }
+
+    /// The requeue task for this delivery.
+    fn requeue_task(&self, delay_us: u64) -> Task {
+        let keys = &self.core.keys;
+        Task {
+            script: &QUEUE_REQUEUE,
+            keys: vec![
+                keys.ready.clone(),
+                keys.items.clone(),
+                keys.unacked.clone(),
+                keys.attempts.clone(),
+                keys.delayed.clone(),
+                keys.ready_channel.clone(),
+                keys.delay_channel.clone(),
+            ],
+            args: vec![
+                "claimed".to_owned(),
+                self.id.to_string(),
+                self.attempt.to_string(),
+                delay_us.to_string(),
+                self.core.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing a queue delivery",
+        }
+    }
+
+    /// Acknowledges the delivery: the item is finished and never delivered again. Returns `true`
+    /// if this call finished it, `false` if it was finished already (another delivery of the
+    /// same item, made after this one's visibility timeout ran out, was acknowledged first).
+    ///
+    /// Any delivery of the item may acknowledge it, even one whose visibility timeout ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the acknowledgement once the future has been polled;
+    /// dropped before that, the delivery is released as on drop.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType), connection errors: the item is then
+    /// delivered again after its visibility timeout (unless the acknowledgement was applied and
+    /// only its reply was lost, [`Error::Timeout`](crate::Error::Timeout)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// let delivery = queue.take_reliable().await?;
+    /// // … process it …
+    /// delivery.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ack(mut self) -> Result<bool> {
+        self.settled = true;
+        let core = self.core.clone();
+        let id = self.id.clone();
+        crate::task::detached(async move {
+            let keys = &core.keys;
+            let mut invocation = QUEUE_ACK.prepare_invoke();
+            invocation
+                .key(&*keys.unacked)
+                .key(&*keys.items)
+                .key(&*keys.attempts)
+                .arg(id.as_str());
+            let finished: i64 = core
+                .client
+                .inner
+                .conn
+                .script(&invocation, "acknowledging a delivery", &core.name)
+                .await?;
+            Ok(finished == 1)
+        })
+        .await?
+    }
+
+    /// Gives the item back at once, to the head of the queue, for another consumer (or this
+    /// one) to take. Returns `false` if this delivery no longer held the item (acknowledged, or
+    /// its visibility timeout ran out and it came back already). Dropping the delivery does the
+    /// same without waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the release once the future has been polled;
+    /// dropped before that, the delivery is released at once as on drop.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType), connection errors: the item then comes back
+    /// after its visibility timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// let delivery = queue.take_reliable().await?;
+    /// delivery.nack().await?; // not now
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn nack(self) -> Result<bool> {
+        self.release(0).await
+    }
+
+    /// Gives the item back to the delayed queue, ready again `delay` from now (Redis clock):
+    /// a retry with back-off. Returns `false` if this delivery no longer held the item.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not cancel the release once the future has been polled;
+    /// dropped before that, the delivery is released at once as on drop.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a delay over
+    /// [`MAX_DELAY`](crate::MAX_DELAY) (the item is then given back at once, as on drop);
+    /// otherwise as [`Delivery::nack`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// let delivery = queue.take_reliable().await?;
+    /// let backoff = Duration::from_secs(1 << delivery.attempt().min(10));
+    /// delivery.nack_after(backoff).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn nack_after(self, delay: Duration) -> Result<bool> {
+        let delay_us = check_delay(delay)?;
+        self.release(delay_us).await
+    }
+
+    async fn release(mut self, delay_us: u64) -> Result<bool> {
+        self.settled = true;
+        let task = self.requeue_task(delay_us);
+        let core = self.core.clone();
+        crate::task::detached(async move {
+            let mut invocation = task.script.prepare_invoke();
+            for key in &task.keys {
+                invocation.key(&**key);
+            }
+            for arg in &task.args {
+                invocation.arg(arg);
+            }
+            let released: i64 = core
+                .client
+                .inner
+                .conn
+                .script(&invocation, task.context, &core.name)
+                .await?;
+            Ok(released == 1)
+        })
+        .await?
+    }
+
+    /// Keeps the item invisible for `timeout` from now (Redis clock), for processing that takes
+    /// longer than expected. Returns `false` if this delivery no longer holds the item (it was
+    /// acknowledged, released, or its visibility timeout ran out and it came back).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not; calling it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a timeout under 1 ms or
+    /// over [`MAX_LEASE`](crate::MAX_LEASE), [`Error::WrongType`](crate::Error::WrongType),
+    /// connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// let delivery = queue.take_reliable().await?;
+    /// assert!(delivery.extend(Duration::from_secs(120)).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn extend(&self, timeout: Duration) -> Result<bool> {
+        let timeout_ms = check_visibility(timeout)?;
+        let keys = &self.core.keys;
+        let mut invocation = QUEUE_EXTEND.prepare_invoke();
+        invocation
+            .key(&*keys.unacked)
+            .key(&*keys.attempts)
+            .arg(self.id.as_str())
+            .arg(self.attempt)
+            .arg(timeout_ms);
+        let extended: i64 = self
+            .core
+            .client
+            .inner
+            .conn
+            .script(&invocation, "extending a delivery", &self.core.name)
+            .await?;
+        Ok(extended == 1)
+    }
+}
+
+impl<T> Drop for Delivery<T> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let task = self.requeue_task(0);
+        let _ = self.core.client.inner.background.send(task);
+    }
+}

@@ -1,0 +1,483 @@
+//! The durable delayed queue and the reliable blocking queue.
+//!
+//! The key layout is documented on [`DelayedQueue`] (public); the scripts in `scripts/delay_*.lua`
+//! and `scripts/queue_*.lua` describe their KEYS and ARGV.
+//!
+//! Every item has a unique id (`<16 hex digits of a process-wide counter><16 hex digits of the
+//! client id>`), so identical payloads are distinct items; the id is what moves between the
+//! structures, and the payload stays in the item hash until the item is finished.
+//!
+//! # The transfer agent
+//!
+//! The first handle made for a queue name starts the client's transfer agent for that name: a
+//! task that runs `scripts/delay_transfer.lua` (move due items, and deliveries whose visibility
+//! timeout ran out, to the ready list; at most [`TRANSFER_BATCH`] of each per call, repeated
+//! until none is left), then sleeps until the earliest due time or visibility deadline that the
+//! script reported, until a message on the delay channel says that an earlier item arrived, or
+//! for at most [`FALLBACK_POLL`]. It holds the command connection, its subscription and the
+//! client's shutdown token, never the client itself, and stops when the client shuts down.
+//! Every client that uses a queue runs one: the script is atomic and idempotent, so agents
+//! racing each other move every item exactly once, and items are delivered while any producer
+//! or consumer of the queue runs.
+
+mod agent;
+mod blocking;
+mod delayed;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Script;
+
+use crate::client::{check_name, Client};
+use crate::error::{Error, Result};
+
+pub use blocking::{BlockingQueue, Delivery};
+pub use delayed::{DelayedQueue, PendingItem};
+
+/// The largest encoded item a queue accepts (1 MiB). Larger items are rejected with
+/// [`Error::InvalidArgument`] before anything is sent; keep big payloads elsewhere and queue a
+/// reference to them.
+pub const MAX_ITEM_SIZE: usize = 1024 * 1024;
+
+/// The longest delay a delayed queue accepts (3650 days). Longer delays, and due times further
+/// in the future, are rejected with [`Error::InvalidArgument`].
+pub const MAX_DELAY: Duration = Duration::from_secs(3650 * 24 * 3600);
+
+/// How long a reliable delivery stays invisible to other consumers unless acknowledged,
+/// released or extended, unless set with [`BlockingQueue::with_visibility_timeout`] (30 s).
+pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most items one transfer script call moves from each zset.
+pub(crate) const TRANSFER_BATCH: usize = 1000;
+
+/// The longest a transfer agent sleeps between two transfers, whatever it was told.
+pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
+
+/// The most items one offer script call carries.
+const OFFER_BATCH: usize = 1000;
+/// The most payload bytes one offer script call carries (a single larger item goes alone).
+const OFFER_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident = $file:literal) => {
+        $(#[$doc])*
+        pub(crate) static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(include_str!(concat!("../../scripts/", $file))));
+    };
+}
+
+script!(
+    /// Offer items to a delayed queue.
+    DELAY_OFFER = "delay_offer.lua"
+);
+script!(
+    /// Move due items and timed-out deliveries to the ready list.
+    DELAY_TRANSFER = "delay_transfer.lua"
+);
+script!(
+    /// Cancel an item still waiting for its due time.
+    DELAY_REMOVE = "delay_remove.lua"
+);
+script!(
+    /// Read the earliest waiting items.
+    DELAY_PENDING = "delay_pending.lua"
+);
+script!(
+    /// Take the head of the ready list.
+    QUEUE_TAKE = "queue_take.lua"
+);
+script!(
+    /// Acknowledge a delivery.
+    QUEUE_ACK = "queue_ack.lua"
+);
+script!(
+    /// Put an item back.
+    QUEUE_REQUEUE = "queue_requeue.lua"
+);
+script!(
+    /// Extend a delivery's visibility timeout.
+    QUEUE_EXTEND = "queue_extend.lua"
+);
+script!(
+    /// Dead-letter an item that cannot be decoded.
+    QUEUE_DEAD = "queue_dead.lua"
+);
+
+/// The unique id of one queued item, returned when it is offered.
+///
+/// Two offers of the same payload are two items with two ids. Use the id to cancel an item with
+/// [`DelayedQueue::remove`], and to recognise a redelivery ([`Delivery::id`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+/// use std::time::Duration;
+///
+/// let id = queue.offer(&"remind me".to_owned(), Duration::from_secs(60)).await?;
+/// println!("queued as {id}");
+/// assert!(queue.remove(&id).await?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ItemId(String);
+
+impl ItemId {
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<ItemId> for String {
+    fn from(id: ItemId) -> String {
+        id.0
+    }
+}
+
+/// The process-wide part of item ids: starts at the wall clock in µs, so ids of one client sort
+/// in offer order (ties in due time are delivered in id order), even across restarts.
+static SEQUENCE: LazyLock<AtomicU64> = LazyLock::new(|| {
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    AtomicU64::new(micros)
+});
+
+/// The keys and channels of one queue.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    pub(crate) delayed: Arc<str>,
+    pub(crate) ready: Arc<str>,
+    pub(crate) items: Arc<str>,
+    pub(crate) unacked: Arc<str>,
+    pub(crate) attempts: Arc<str>,
+    pub(crate) dead: Arc<str>,
+    pub(crate) delay_channel: Arc<str>,
+    pub(crate) ready_channel: Arc<str>,
+}
+
+impl Keys {
+    fn new(name: &str) -> Keys {
+        let key = |prefix: &str| Arc::from(format!("{prefix}:{{{name}}}"));
+        Keys {
+            delayed: key("latchkey_delay_queue_timeout"),
+            ready: key("latchkey_queue"),
+            items: key("latchkey_queue_items"),
+            unacked: key("latchkey_queue_unacked"),
+            attempts: key("latchkey_queue_attempts"),
+            dead: key("latchkey_queue_dead"),
+            delay_channel: key("latchkey_delay_queue_channel"),
+            ready_channel: key("latchkey_queue_channel"),
+        }
+    }
+}
+
+/// What every handle of one queue shares: the client, the name, the keys, the agent link.
+pub(crate) struct Core {
+    pub(crate) client: Client,
+    pub(crate) name: String,
+    pub(crate) keys: Keys,
+    /// The client-id part of item ids.
+    id_tag: String,
+    agent: OnceLock<Arc<agent::Shared>>,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One item ready to be offered: id, delay in µs or due time in ms, payload.
+pub(crate) struct Offer {
+    pub(crate) id: ItemId,
+    pub(crate) time: u64,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// How the times of an offer are meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum When {
+    /// Delays in microseconds from the Redis server's clock.
+    In,
+    /// Due times in milliseconds since the epoch.
+    At,
+}
+
+impl Core {
+    pub(crate) fn new(client: Client, name: String) -> Arc<Core> {
+        let id_tag: String = client.id().chars().filter(|c| *c != '-').take(16).collect();
+        let core = Arc::new(Core {
+            keys: Keys::new(&client.object_name(&name)),
+            client,
+            name,
+            id_tag,
+            agent: OnceLock::new(),
+        });
+        // Start the transfer agent now if we can (inside a runtime); otherwise on first use.
+        if tokio::runtime::Handle::try_current().is_ok() && check_name(&core.name).is_ok() {
+            core.agent();
+        }
+        core
+    }
+
+    /// The link to this client's transfer agent for the queue, starting it if needed. Must be
+    /// called within a tokio runtime.
+    pub(crate) fn agent(&self) -> &Arc<agent::Shared> {
+        self.agent
+            .get_or_init(|| agent::ensure(&self.client, &self.name, &self.keys))
+    }
+
+    /// Checks the name and makes sure the agent runs: the start of every async method.
+    pub(crate) fn ready_to_use(&self) -> Result<()> {
+        check_name(&self.name)?;
+        self.agent();
+        Ok(())
+    }
+
+    pub(crate) fn new_id(&self) -> ItemId {
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        ItemId(format!("{n:016x}{}", self.id_tag))
+    }
+
+    /// Sends offers in batches of at most [`OFFER_BATCH`] items and [`OFFER_BATCH_BYTES`]
+    /// bytes, one script call each, in order. Runs in its own task: once called, every batch
+    /// is sent even if the caller goes away.
+    pub(crate) async fn offer(self: &Arc<Core>, when: When, offers: Vec<Offer>) -> Result<()> {
+        let core = self.clone();
+        crate::task::detached(async move {
+            let mut start = 0;
+            while start < offers.len() {
+                let mut end = start;
+                let mut bytes = 0;
+                while end < offers.len()
+                    && end - start < OFFER_BATCH
+                    && (end == start || bytes + offers[end].payload.len() <= OFFER_BATCH_BYTES)
+                {
+                    bytes += offers[end].payload.len();
+                    end += 1;
+                }
+                core.offer_batch(when, &offers[start..end]).await?;
+                start = end;
+            }
+            Ok(())
+        })
+        .await?
+    }
+
+    async fn offer_batch(&self, when: When, batch: &[Offer]) -> Result<()> {
+        let keys = &self.keys;
+        let mut invocation = DELAY_OFFER.prepare_invoke();
+        invocation
+            .key(&*keys.delayed)
+            .key(&*keys.items)
+            .key(&*keys.ready)
+            .key(&*keys.delay_channel)
+            .key(&*keys.ready_channel)
+            .arg(match when {
+                When::In => "in",
+                When::At => "at",
+            });
+        for offer in batch {
+            invocation
+                .arg(offer.id.as_str())
+                .arg(offer.time)
+                .arg(&offer.payload[..]);
+        }
+        invocation.arg(self.client.inner.conn.publish_command());
+        let _: Vec<i64> = self
+            .client
+            .inner
+            .conn
+            .script(&invocation, "offering to a delayed queue", &self.name)
+            .await?;
+        Ok(())
+    }
+
+    /// One plain read command on the connection.
+    pub(crate) async fn count(&self, cmd: &str, key: &str, context: &'static str) -> Result<u64> {
+        check_name(&self.name)?;
+        self.client
+            .inner
+            .conn
+            .query(redis::cmd(cmd).arg(key), context, &self.name)
+            .await
+    }
+}
+
+/// Encodes an item and checks its size.
+pub(crate) fn encode<T, C: crate::codec::Codec<T>>(codec: &C, item: &T) -> Result<Vec<u8>> {
+    let payload = codec.encode(item)?;
+    if payload.len() > MAX_ITEM_SIZE {
+        return Err(Error::invalid(
+            "item",
+            format!(
+                "the encoded item is {} bytes long; the limit is {MAX_ITEM_SIZE} bytes",
+                payload.len()
+            ),
+        ));
+    }
+    Ok(payload)
+}
+
+/// Checks a delay and returns it in microseconds.
+pub(crate) fn check_delay(delay: Duration) -> Result<u64> {
+    if delay > MAX_DELAY {
+        return Err(Error::invalid(
+            "delay",
+            format!("{delay:?} is longer than the maximum {MAX_DELAY:?}"),
+        ));
+    }
+    Ok(delay.as_micros() as u64)
+}
+
+/// Converts a delay in seconds given as a float, rejecting what no `Duration` can be.
+pub(crate) fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
+    if secs.is_nan() || secs.is_infinite() {
+        return Err(Error::invalid(
+            "delay",
+            format!("{secs} seconds is not a number of seconds; give a finite delay"),
+        ));
+    }
+    if secs < 0.0 {
+        return Err(Error::invalid(
+            "delay",
+            format!("{secs} seconds is negative; give a delay of zero or more"),
+        ));
+    }
+    if secs > MAX_DELAY.as_secs_f64() {
+        return Err(Error::invalid(
+            "delay",
+            format!("{secs} seconds is longer than the maximum {MAX_DELAY:?}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Checks a due time and returns it in milliseconds since the epoch, rounded up.
+pub(crate) fn check_due(when: SystemTime) -> Result<u64> {
+    let since_epoch = when.duration_since(UNIX_EPOCH).map_err(|_| {
+        Error::invalid(
+            "due time",
+            "the time is before 1970-01-01 (the unix epoch); give a later time",
+        )
+    })?;
+    if let Ok(ahead) = when.duration_since(SystemTime::now()) {
+        if ahead > MAX_DELAY {
+            return Err(Error::invalid(
+                "due time",
+                format!("the time is {ahead:?} ahead; the maximum is {MAX_DELAY:?}"),
+            ));
+        }
+    }
+    Ok(since_epoch.as_micros().div_ceil(1000) as u64)
+}
+
+/// Checks a visibility timeout and returns it in milliseconds.
+pub(crate) fn check_visibility(timeout: Duration) -> Result<u64> {
+    if timeout < Duration::from_millis(1) || timeout > crate::client::MAX_LEASE {
+        return Err(Error::invalid(
+            "visibility timeout",
+            format!(
+                "{timeout:?} is out of range; use at least 1 ms and at most {:?}",
+                crate::client::MAX_LEASE
+            ),
+        ));
+    }
+    Ok(timeout.as_millis() as u64)
+}
+
+/// The deadline `wait` from now.
+pub(crate) fn deadline_after(wait: Duration) -> Result<tokio::time::Instant> {
+    tokio::time::Instant::now()
+        .checked_add(wait)
+        .ok_or_else(|| {
+            Error::invalid(
+                "timeout",
+                format!("{wait:?} overflows the clock; use `take` to wait without a limit"),
+            )
+        })
+}
+
+/// Fails with a typed error for a reply of an unexpected shape.
+pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
+    Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        what,
+        format!("{reply:?}"),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_and_due_times_are_checked() {
+        assert_eq!(check_delay(Duration::from_micros(1500)).unwrap(), 1500);
+        assert_eq!(
+            check_delay(MAX_DELAY).unwrap(),
+            MAX_DELAY.as_micros() as u64
+        );
+        assert!(check_delay(MAX_DELAY + Duration::from_nanos(1))
+            .unwrap_err()
+            .is_invalid_argument());
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -1.0,
+            -1e-9,
+            1e300,
+        ] {
+            assert!(
+                delay_from_secs_f64(bad).unwrap_err().is_invalid_argument(),
+                "{bad}"
+            );
+        }
+        assert_eq!(delay_from_secs_f64(-0.0).unwrap(), Duration::ZERO);
+        assert_eq!(
+            delay_from_secs_f64(1.5).unwrap(),
+            Duration::from_millis(1500)
+        );
+        // Due times round up to the next millisecond.
+        assert_eq!(
+            check_due(UNIX_EPOCH + Duration::from_micros(1001)).unwrap(),
+            2
+        );
+        assert_eq!(check_due(UNIX_EPOCH + Duration::from_millis(7)).unwrap(), 7);
+        assert!(check_due(UNIX_EPOCH - Duration::from_secs(1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_due(SystemTime::now() + MAX_DELAY * 2)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_visibility(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert_eq!(check_visibility(Duration::from_secs(2)).unwrap(), 2000);
+    }
+
+    #[test]
+    fn payloads_over_the_cap_are_rejected() {
+        let ok = "a".repeat(MAX_ITEM_SIZE - 2);
+        assert_eq!(encode(&crate::Json, &ok).unwrap().len(), MAX_ITEM_SIZE);
+        let big = "a".repeat(MAX_ITEM_SIZE - 1);
+        assert!(encode(&crate::Json, &big)
+            .unwrap_err()
+            .is_invalid_argument());
+    }
+}

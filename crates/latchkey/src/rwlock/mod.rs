@@ -1,0 +1,1024 @@
+//! The read-write lock, compatible with Redisson's `RReadWriteLock`: many readers or one writer.
+//! See [`RwLock`] for the layout, the leases and the policy.
+
+mod read_guard;
+mod write_guard;
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::client::{check_name, Client};
+use crate::error::{Error, Result};
+use crate::fair_lock::{
+    deadline_after, lease_ms, lease_of, park_for, retry_park, unexpected, MAX_PARK,
+};
+use crate::keys::{prefix_name, suffix_name};
+use crate::lock::LockOptions;
+use crate::pubsub::WakePolicy;
+use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::task::detached;
+use crate::watchdog::{HoldKey, Lease, Renewal, Task};
+
+pub use read_guard::ReadGuard;
+pub use write_guard::WriteGuard;
+
+static RW_READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_read_acquire.lua")));
+static RW_WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_write_acquire.lua")));
+static RW_READ_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_read_release.lua")));
+static RW_WRITE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_write_release.lua")));
+static RW_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_renew.lua")));
+static RW_LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_leave.lua")));
+static RW_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_force_unlock.lua")));
+
+/// A distributed read-write lock: any number of readers, or one writer, kept in Redis in
+/// Redisson's `RReadWriteLock` layout.
+///
+/// Made by [`Client::rw_lock`]; take the read side with [`RwLock::read`] and the write side
+/// with [`RwLock::write`]. The owner is the handle: both sides of one handle (and its clones)
+/// share an owner id, so they re-enter each other's holds and the holder of the write lock may
+/// also read (downgrade). Reading and then asking to write is refused with
+/// [`Error::UpgradeNotSupported`] rather than deadlocking.
+///
+/// Writers are preferred: a waiting writer holds back new readers, so writers do not starve
+/// under a steady stream of readers (see below).
+///
+/// # Layout (Redisson's)
+///
+/// One hash at key `name`: field `mode` is `"read"` or `"write"`; field `<owner>` counts the
+/// owner's read holds; field `<owner>:write` counts its write holds. Read hold `i` of an owner
+/// has its own lease key `{name}:<owner>:rwlock_timeout:<i>`; the hash's TTL is the longest
+/// lease of any hold. Waiters listen on `redisson_rwlock:{name}`: a write unlock publishes
+/// `"1"` (Redisson's `READ_UNLOCK_MESSAGE`: every waiter may retry) and a read unlock that frees
+/// the lock publishes `"0"` (`UNLOCK_MESSAGE`), as Redisson does. latchkey adds a fencing counter
+/// `latchkey_rwlock_token:{name}` and the pending writers `latchkey_rwlock_writers:{name}` (a zset
+/// of write fields → Redis server time at which the mark goes stale). Every key and channel
+/// shares the hash tag `{name}`.
+///
+/// # Leases
+///
+/// Each reader's holds have their own lease keys, and the watchdog renews only the reader's own
+/// keys (Redisson's renewal extends every reader's keys, so one live reader keeps a crashed
+/// reader's holds alive). Every acquire and release script drops the fields of readers whose
+/// lease keys have all expired, so a crashed reader holds up writers for at most its own lease.
+///
+/// # Policy: writer preference
+///
+/// A writer that has to wait marks itself pending; while a live writer is pending, new readers
+/// wait even though the lock is in read mode, so a steady stream of overlapping readers cannot
+/// starve writers: the current readers finish, the writer goes, then the waiting readers. The
+/// mark is refreshed by each attempt of the writer, removed when it gets the lock or gives up
+/// (which wakes the readers it held back), and goes stale by itself if the writer vanished: two
+/// seconds after its next attempt was due, at most four seconds after its last one. Re-entering a read hold, and a read by the
+/// holder of the write lock, never wait (that would deadlock). The flip side: under a steady
+/// stream of writers, readers wait until no writer is pending. Redisson (Java) readers do not
+/// know the mark and are not held back by it.
+///
+/// Upgrading (asking for the write lock while holding only a read hold) is refused with
+/// [`Error::UpgradeNotSupported`]: two readers upgrading at once would wait for each other
+/// forever. Downgrading (taking a read hold while holding the write lock) is allowed; once the
+/// write holds are released, the lock stays in read mode for the remaining read holds.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let config = client.rw_lock("config");
+///
+/// let read = config.read().lock().await?; // shared with other readers
+/// read.unlock().await?;
+///
+/// let write = config.write().lock().await?; // alone
+/// write.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    inner: Arc<RwInner>,
+}
+
+struct RwInner {
+    client: Client,
+    name: String,
+    /// The read side's registry key (field `<owner>`).
+    read_hold: HoldKey,
+    /// The write side's registry key (field `<owner>:write`).
+    write_hold: HoldKey,
+    token_key: Arc<str>,
+    writers_key: Arc<str>,
+    channel: Arc<str>,
+    /// `{name}:<owner>:rwlock_timeout`: this owner's read lease keys are `<prefix>:<i>`.
+    read_prefix: Arc<str>,
+    /// `{name}`: the prefix of every reader's lease keys.
+    lease_prefix: Arc<str>,
+    /// Live [`PendingMark`] guards of this owner in this process.
+    pending: AtomicUsize,
+    /// Live [`ReadGuard`]s of this owner. When it is zero, read holds of this owner still in
+    /// Redis are being released (their guards were dropped), so a write must wait for them
+    /// rather than be refused as an upgrade.
+    read_guards: AtomicUsize,
+}
+
+impl fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &self.inner.name)
+            .field("owner", &self.inner.read_hold.field)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A read-write lock named `name`, with a new owner id (`<client id>:<n>`).
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
+    /// the handle share its owner id.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config");
+    /// let guard = config.read().lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(self.clone(), self.object_name(&name.into()))
+    }
+}
+
+/// Which side an acquire is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Read,
+    Write,
+}
+
+enum Granted {
+    Read(ReadGuard),
+    Write(WriteGuard),
+}
+
+enum Attempt {
+    Granted(Granted),
+    /// Not granted; retry after this many ms at the latest (-1: no expiry). `mark` is set when
+    /// a writer was marked pending.
+    Waiting {
+        retry_after: i64,
+        mark: Option<PendingMark>,
+    },
+    /// A read holder asked for the write lock.
+    Upgrade,
+}
+
+impl RwLock {
+    fn new(client: Client, name: String) -> RwLock {
+        let owner = client.next_owner();
+        let key: Arc<str> = Arc::from(name.as_str());
+        RwLock {
+            inner: Arc::new(RwInner {
+                read_hold: HoldKey {
+                    kind: "rw_read",
+                    key: key.clone(),
+                    field: Arc::from(owner.as_str()),
+                },
+                write_hold: HoldKey {
+                    kind: "rw_write",
+                    key,
+                    field: Arc::from(format!("{owner}:write")),
+                },
+                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &name)),
+                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &name)),
+                channel: Arc::from(prefix_name("redisson_rwlock", &name)),
+                read_prefix: Arc::from(suffix_name(&name, &format!("{owner}:rwlock_timeout"))),
+                // Readers' lease keys are `<lease_prefix>:<owner>:rwlock_timeout:<i>`.
+                lease_prefix: Arc::from(if name.contains('{') {
+                    name.clone()
+                } else {
+                    format!("{{{name}}}")
+                }),
+                pending: AtomicUsize::new(0),
+                read_guards: AtomicUsize::new(0),
+                client,
+                name,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The owner id of this handle (`<client id>:<n>`): the hash field that counts its read
+    /// holds; `<owner id>:write` counts its write holds.
+    pub fn owner_id(&self) -> &str {
+        &self.inner.read_hold.field
+    }
+
+    /// The read side of this lock (same owner).
+    pub fn read(&self) -> ReadLock {
+        ReadLock { rw: self.clone() }
+    }
+
+    /// The write side of this lock (same owner).
+    pub fn write(&self) -> WriteLock {
+        WriteLock { rw: self.clone() }
+    }
+
+    /// Whether anybody holds the lock, for reading or writing (one `EXISTS`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// if config.is_locked().await? {
+    ///     println!("somebody reads or writes {}", config.name());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        let n: i64 = self
+            .query(
+                redis::cmd("EXISTS").arg(&*self.inner.read_hold.key),
+                "checking a lock",
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Deletes the lock whoever holds it (every read and write hold) and wakes every waiter.
+    /// Returns whether there was a lock. Holders lose it (their watchdog notices and fires
+    /// `lost()`). For operators and tests; a key of another type is left alone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a read-write lock, connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let existed = config.force_unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        let inner = &self.inner;
+        let client = &inner.client.inner;
+        let mut invocation = RW_FORCE_UNLOCK.prepare_invoke();
+        invocation
+            .key(&*inner.read_hold.key)
+            .key(&*inner.channel)
+            .key(&*inner.lease_prefix)
+            .arg(READ_UNLOCK_MESSAGE)
+            .arg(client.conn.publish_command());
+        let deleted: i64 = client
+            .conn
+            .script(&invocation, "force-unlocking", &inner.name)
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        context: &'static str,
+    ) -> Result<T> {
+        self.inner
+            .client
+            .inner
+            .conn
+            .query(cmd, context, &self.inner.name)
+            .await
+    }
+
+    async fn hold_count(&self, field: &str) -> Result<u64> {
+        check_name(&self.inner.name)?;
+        let n: Option<u64> = self
+            .query(
+                redis::cmd("HGET")
+                    .arg(&*self.inner.read_hold.key)
+                    .arg(field),
+                "reading a hold count",
+            )
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
+    /// recursion limit of a user's crate when awaited inline.
+    async fn acquire(
+        &self,
+        side: Side,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Granted>> {
+        check_name(&self.inner.name)?;
+        let hub = &self.inner.client.inner.hub;
+        let channel = &*self.inner.channel;
+        let will_wait = deadline.is_none_or(|d| d > Instant::now());
+        let mut subscription = if will_wait {
+            hub.try_join(channel, || None)
+        } else {
+            None
+        };
+        let mut covered = subscription.is_some();
+        // Dropped without being disarmed (give-up, error, cancellation), it clears the mark.
+        let mut mark: Option<PendingMark> = None;
+        let mut settle = Duration::from_millis(10);
+        loop {
+            let park = park_for(deadline, MAX_PARK);
+            let retry_after = match self.attempt(side, lease, park).await? {
+                Attempt::Granted(granted) => {
+                    if let Some(mark) = mark.take() {
+                        mark.disarm();
+                    }
+                    if let Some(subscription) = subscription {
+                        subscription.finish();
+                    }
+                    return Ok(Some(granted));
+                }
+                Attempt::Upgrade if self.inner.read_guards.load(Ordering::Acquire) > 0 => {
+                    return Err(Error::UpgradeNotSupported {
+                        name: self.inner.name.clone(),
+                    })
+                }
+                Attempt::Upgrade => {
+                    // This owner's read holds are on their way out (dropped guards whose
+                    // release the background task is sending): wait for them.
+                    let wait = settle;
+                    settle = (settle * 2).min(MAX_PARK);
+                    wait.as_millis() as i64
+                }
+                Attempt::Waiting {
+                    retry_after,
+                    mark: marked,
+                } => {
+                    if marked.is_some() {
+                        // Counted already: replacing the old mark never lets the count touch 0.
+                        mark = marked;
+                    }
+                    retry_after
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
+                // Subscribe, then retry at once: an unlock between the failed attempt and the
+                // subscription would otherwise go unnoticed.
+                subscription = Some(hub.subscribe(channel, WakePolicy::All, None).await?);
+                covered = true;
+                continue;
+            };
+            let mut until = now + retry_park(retry_after, MAX_PARK);
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            waiting.wait_until(until).await;
+        }
+    }
+
+    /// One acquire script call, run in its own task: if the caller is gone when the answer
+    /// comes, the guard or pending mark it carries is dropped there, which releases the hold or
+    /// clears the mark.
+    async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+        let rw = self.clone();
+        detached(async move { rw.attempt_inner(side, lease, park).await }).await?
+    }
+
+    async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+        let inner = &self.inner;
+        let client = &inner.client.inner;
+        let watchdog_timeout = client.config.watchdog_timeout;
+        let lease_ms = lease_ms(lease, watchdog_timeout);
+        let mut invocation;
+        let context;
+        match side {
+            Side::Read => {
+                invocation = RW_READ_ACQUIRE.prepare_invoke();
+                invocation
+                    .key(&*inner.read_hold.key)
+                    .key(&*inner.token_key)
+                    .key(&*inner.writers_key)
+                    .key(&*inner.read_prefix)
+                    .key(&*inner.lease_prefix)
+                    .arg(lease_ms)
+                    .arg(&*inner.read_hold.field)
+                    .arg(&*inner.write_hold.field);
+                context = "acquiring a read lock";
+            }
+            Side::Write => {
+                invocation = RW_WRITE_ACQUIRE.prepare_invoke();
+                invocation
+                    .key(&*inner.write_hold.key)
+                    .key(&*inner.token_key)
+                    .key(&*inner.writers_key)
+                    .key(&*inner.lease_prefix)
+                    .arg(lease_ms)
+                    .arg(&*inner.write_hold.field)
+                    .arg(&*inner.read_hold.field)
+                    .arg(park.as_millis() as u64);
+                context = "acquiring a write lock";
+            }
+        }
+        let sent_at = Instant::now();
+        let reply: Vec<i64> = client
+            .conn
+            .script(&invocation, context, &inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, token, holds] => {
+                let (hold, kind) = match side {
+                    Side::Read => (&inner.read_hold, RenewKind::Read),
+                    Side::Write => (&inner.write_hold, RenewKind::Write),
+                };
+                let ticket = client.registry.acquired(
+                    hold.clone(),
+                    &inner.name,
+                    *holds as u64,
+                    lease,
+                    watchdog_timeout,
+                    sent_at,
+                    Arc::new(RwRenewal {
+                        key: hold.key.clone(),
+                        read_prefix: inner.read_prefix.clone(),
+                        field: hold.field.clone(),
+                        kind,
+                    }),
+                );
+                let token = *token as u64;
+                Ok(Attempt::Granted(match side {
+                    Side::Read => Granted::Read(ReadGuard::new(self.clone(), ticket, lease, token)),
+                    Side::Write => {
+                        Granted::Write(WriteGuard::new(self.clone(), ticket, lease, token))
+                    }
+                }))
+            }
+            [0, retry_after] => Ok(Attempt::Waiting {
+                retry_after: *retry_after,
+                mark: (side == Side::Write && !park.is_zero())
+                    .then(|| PendingMark::new(self.clone())),
+            }),
+            [-1] if side == Side::Write => Ok(Attempt::Upgrade),
+            other => Err(unexpected("the read-write lock script", other)),
+        }
+    }
+
+    /// The script call that clears this owner's pending-writer mark.
+    fn leave_task(&self) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &RW_LEAVE,
+            keys: vec![
+                inner.write_hold.key.clone(),
+                inner.writers_key.clone(),
+                inner.channel.clone(),
+            ],
+            args: vec![
+                inner.write_hold.field.to_string(),
+                READ_UNLOCK_MESSAGE.to_owned(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "leaving a read-write lock's pending writers",
+        }
+    }
+
+    /// The release script call for one read hold, with `lease_ms` left on remaining ones.
+    fn read_release_task(&self, lease_ms: u64) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &RW_READ_RELEASE,
+            keys: vec![
+                inner.read_hold.key.clone(),
+                inner.channel.clone(),
+                inner.read_prefix.clone(),
+                inner.lease_prefix.clone(),
+            ],
+            args: vec![
+                UNLOCK_MESSAGE.to_owned(),
+                lease_ms.to_string(),
+                inner.read_hold.field.to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing a read lock",
+        }
+    }
+
+    /// The release script call for one write hold, with `lease_ms` left on remaining ones.
+    fn write_release_task(&self, lease_ms: u64) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &RW_WRITE_RELEASE,
+            keys: vec![
+                inner.write_hold.key.clone(),
+                inner.channel.clone(),
+                inner.lease_prefix.clone(),
+            ],
+            args: vec![
+                READ_UNLOCK_MESSAGE.to_owned(),
+                lease_ms.to_string(),
+                inner.write_hold.field.to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing a write lock",
+        }
+    }
+}
+
+/// The read side of a [`RwLock`]: shared with other readers, excluded by a writer.
+///
+/// Made by [`RwLock::read`]; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ReadLock {
+    rw: RwLock,
+}
+
+/// The write side of a [`RwLock`]: excludes readers and other writers.
+///
+/// Made by [`RwLock::write`]; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct WriteLock {
+    rw: RwLock,
+}
+
+impl ReadLock {
+    /// The read-write lock this is the read side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
+    }
+
+    /// Acquires a read hold, waiting as long as it takes: while a writer holds the lock, or
+    /// while a writer waits for it (writer preference; re-entering a read hold and reading while
+    /// holding the write lock never wait). The lease is the client's watchdog timeout, renewed by
+    /// the watchdog until the guard is released.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: a hold
+    /// granted by a script that was already running is released by the client's background
+    /// task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if a key of the lock holds
+    /// another type (or the hash is not a read-write lock; nothing is changed then), connection
+    /// errors ([`Error::is_connection`]) if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.read().lock().await?;
+    /// // … read …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<ReadGuard> {
+        match self.try_lock_until(Lease::Watchdog, None).await? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("an unbounded wait only ends with the lock"),
+        }
+    }
+
+    /// Tries to acquire a read hold, waiting at most `wait`; `Ok(None)` if it could not in time.
+    /// `Duration::ZERO` tries once. The lease is renewed by the watchdog.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ReadLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ReadLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
+    /// the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = config.read().try_lock(Duration::from_millis(200)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration) -> Result<Option<ReadGuard>> {
+        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
+            .await
+    }
+
+    /// Acquires a read hold with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
+    /// wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ReadLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ReadLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
+    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
+    /// let guard = config.read().lock_with(options).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_with(&self, options: LockOptions) -> Result<ReadGuard> {
+        let started = std::time::Instant::now();
+        self.try_lock_with(options)
+            .await?
+            .ok_or_else(|| Error::WaitTimedOut {
+                name: self.rw.inner.name.clone(),
+                waited: started.elapsed(),
+            })
+    }
+
+    /// Like [`ReadLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
+    /// error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ReadLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ReadLock::lock_with`], except for running out of time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
+    /// if let Some(guard) = config.read().try_lock_with(options).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<ReadGuard>> {
+        let lease = lease_of(options)?;
+        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        self.try_lock_until(lease, deadline).await
+    }
+
+    async fn try_lock_until(
+        &self,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ReadGuard>> {
+        match Box::pin(self.rw.acquire(Side::Read, lease, deadline)).await? {
+            Some(Granted::Read(guard)) => Ok(Some(guard)),
+            Some(Granted::Write(_)) => unreachable!("a read acquire grants a read hold"),
+            None => Ok(None),
+        }
+    }
+
+    /// How many read holds this handle (and its clones) has; 0 if none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.read().lock().await?;
+    /// assert_eq!(config.read().hold_count().await?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.rw.hold_count(&self.rw.inner.read_hold.field).await
+    }
+}
+
+impl WriteLock {
+    /// The read-write lock this is the write side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
+    }
+
+    /// Acquires the write lock, waiting as long as it takes for readers and other writers to
+    /// leave. While it waits, new readers are held back (writer preference). The lease is the
+    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the write lock, the hold count goes up and the
+    /// call returns at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, pending-writer mark, subscription or
+    /// renewal behind: the mark is cleared by the client's background task (letting the readers
+    /// it held back go), and a hold granted by a script that was already running is released
+    /// there too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UpgradeNotSupported`] at once if this handle (or a clone) has a live read guard
+    /// and no write hold (nothing is changed; release the read holds first). Read holds whose
+    /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`] for a bad
+    /// name, [`Error::WrongType`] if a key of the lock holds another type, connection errors
+    /// ([`Error::is_connection`]) if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.write().lock().await?;
+    /// // … write …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<WriteGuard> {
+        match self.try_lock_until(Lease::Watchdog, None).await? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("an unbounded wait only ends with the lock"),
+        }
+    }
+
+    /// Tries to acquire the write lock, waiting at most `wait`; `Ok(None)` if it could not in
+    /// time (its pending mark is then cleared at once). `Duration::ZERO` tries once without
+    /// marking itself pending. The lease is renewed by the watchdog.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`WriteLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`WriteLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
+    /// the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// match config.write().try_lock(Duration::from_secs(1)).await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("readers or a writer still there"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration) -> Result<Option<WriteGuard>> {
+        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
+            .await
+    }
+
+    /// Acquires the write lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a
+    /// bounded wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`WriteLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`WriteLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
+    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
+    /// let guard = config.write().lock_with(options).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_with(&self, options: LockOptions) -> Result<WriteGuard> {
+        let started = std::time::Instant::now();
+        self.try_lock_with(options)
+            .await?
+            .ok_or_else(|| Error::WaitTimedOut {
+                name: self.rw.inner.name.clone(),
+                waited: started.elapsed(),
+            })
+    }
+
+    /// Like [`WriteLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
+    /// error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`WriteLock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`WriteLock::lock_with`], except for running out of time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// use latchkey::LockOptions;
+    ///
+    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
+    /// if let Some(guard) = config.write().try_lock_with(options).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<WriteGuard>> {
+        let lease = lease_of(options)?;
+        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        self.try_lock_until(lease, deadline).await
+    }
+
+    async fn try_lock_until(
+        &self,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<WriteGuard>> {
+        match Box::pin(self.rw.acquire(Side::Write, lease, deadline)).await? {
+            Some(Granted::Write(guard)) => Ok(Some(guard)),
+            Some(Granted::Read(_)) => unreachable!("a write acquire grants a write hold"),
+            None => Ok(None),
+        }
+    }
+
+    /// How many write holds this handle (and its clones) has; 0 if none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.write().lock().await?;
+    /// assert_eq!(config.write().hold_count().await?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.rw.hold_count(&self.rw.inner.write_hold.field).await
+    }
+
+    /// Whether anybody holds the write lock (the lock's `mode` is `"write"`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// if config.write().is_locked().await? {
+    ///     println!("somebody writes");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        check_name(&self.rw.inner.name)?;
+        let mode: Option<String> = self
+            .rw
+            .query(
+                redis::cmd("HGET")
+                    .arg(&*self.rw.inner.write_hold.key)
+                    .arg("mode"),
+                "reading a lock's mode",
+            )
+            .await?;
+        Ok(mode.as_deref() == Some("write"))
+    }
+}
+
+/// A waiting writer's pending mark, as far as this process knows. Dropping it (rather than
+/// [`PendingMark::disarm`]ing it after a grant) clears the owner's mark in Redis through the
+/// background task, unless another writer of the same owner (a clone) still waits here.
+struct PendingMark {
+    rw: RwLock,
+    armed: bool,
+}
+
+impl PendingMark {
+    fn new(rw: RwLock) -> PendingMark {
+        rw.inner.pending.fetch_add(1, Ordering::AcqRel);
+        PendingMark { rw, armed: true }
+    }
+
+    /// The lock was granted: the acquire script removed the mark already.
+    fn disarm(mut self) {
+        self.armed = false;
+        self.rw.inner.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for PendingMark {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.rw.inner.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let client = &self.rw.inner.client.inner;
+            let _ = client.background.send(self.rw.leave_task());
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RenewKind {
+    Read,
+    Write,
+}
+
+/// The renewal of a read or a write hold (`scripts/rw_renew.lua`): both kinds share the script,
+/// so they are renewed in the same batches.
+#[derive(Debug)]
+struct RwRenewal {
+    key: Arc<str>,
+    read_prefix: Arc<str>,
+    field: Arc<str>,
+    kind: RenewKind,
+}
+
+impl Renewal for RwRenewal {
+    fn script(&self) -> &'static redis::Script {
+        &RW_RENEW
+    }
+    fn keys(&self) -> Vec<Arc<str>> {
+        vec![self.key.clone(), self.read_prefix.clone()]
+    }
+    fn args(&self, lease_ms: u64) -> Vec<String> {
+        let kind = match self.kind {
+            RenewKind::Read => "r",
+            RenewKind::Write => "w",
+        };
+        vec![
+            self.field.to_string(),
+            lease_ms.to_string(),
+            kind.to_owned(),
+        ]
+    }
+}

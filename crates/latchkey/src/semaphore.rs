@@ -1,0 +1,614 @@
+//! The counting semaphore, compatible with Redisson's `RSemaphore`.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::time::Instant;
+
+use crate::client::{check_name, Client};
+use crate::error::{Error, Result};
+use crate::keys::prefix_name;
+use crate::pubsub::WakePolicy;
+use crate::task::detached;
+use crate::watchdog::Task;
+
+static SEM_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_acquire.lua")));
+static SEM_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_release.lua")));
+static SEM_SET_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_set_permits.lua")));
+static SEM_ADD_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/sem_add_permits.lua")));
+
+/// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
+/// `int`s, so larger totals would break Java clients sharing the semaphore.
+pub const MAX_PERMITS: u32 = i32::MAX as u32;
+
+/// The longest a waiter sleeps between attempts. Release messages normally wake it long before;
+/// this bounds the stall when a message is lost or the counts were changed without one.
+pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
+
+/// Checks a permit count for an acquire or release: 1 to [`MAX_PERMITS`].
+pub(crate) fn check_permits(n: u32) -> Result<()> {
+    if n == 0 {
+        return Err(Error::invalid(
+            "permits",
+            "zero permits; acquire or release at least one",
+        ));
+    }
+    if n > MAX_PERMITS {
+        return Err(Error::invalid(
+            "permits",
+            format!("{n} is more than the maximum {MAX_PERMITS}"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn deadline_after(wait: Duration) -> Result<Instant> {
+    Instant::now().checked_add(wait).ok_or_else(|| {
+        Error::invalid(
+            "wait",
+            format!("{wait:?} overflows the clock; use `acquire` to wait without a limit"),
+        )
+    })
+}
+
+/// How long a waiter with this deadline parks at most before its next attempt.
+pub(crate) fn park_until(now: Instant, park: Duration, deadline: Option<Instant>) -> Instant {
+    let until = now + park;
+    deadline.map_or(until, |d| d.min(until))
+}
+
+pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
+    Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        what,
+        format!("{reply:?}"),
+    )))
+}
+
+/// A distributed counting semaphore, kept in Redis in Redisson's `RSemaphore` layout.
+///
+/// Made by [`Client::semaphore`]. The available permits are a Redis string at key `name`;
+/// waiters listen on `redisson_sc:{name}`, where every release publishes the new available count,
+/// so Redisson (Java) clients and latchkey clients can share a semaphore. latchkey also records
+/// the semaphore's total permits at `latchkey_semaphore_total:{name}` to detect over-release.
+///
+/// Permits are not owned: [`Semaphore::acquire`] hands out a [`Permits`] guard that gives them
+/// back when released or dropped, but [`Permits::forget`] keeps them taken, and
+/// [`Semaphore::release`] gives back permits taken anywhere (as in Redisson). Permits of a client
+/// that crashes are never given back; use a [`PermitSemaphore`](crate::PermitSemaphore) when that
+/// matters.
+///
+/// # Over-release
+///
+/// A release that would leave more permits available than the semaphore's total fails with
+/// [`Error::OverRelease`] and changes nothing. The total is set by
+/// [`Semaphore::try_set_permits`] and moved by [`Semaphore::add_permits`]. A semaphore set up by a
+/// Redisson client has no total record, so every release is accepted there, as in Redisson.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> latchkey::Result<()> {
+/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let semaphore = client.semaphore("downloads");
+/// semaphore.try_set_permits(3).await?;
+///
+/// let permits = semaphore.acquire(1).await?;
+/// // … at most 3 of these run at once, across every process …
+/// permits.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    inner: Arc<SemaphoreInner>,
+}
+
+struct SemaphoreInner {
+    client: Client,
+    name: String,
+    key: Arc<str>,
+    total_key: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A counting semaphore named `name`, in Redisson's `RSemaphore` layout.
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Set the
+    /// permits up once with [`Semaphore::try_set_permits`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let semaphore = client.semaphore("downloads");
+    /// semaphore.try_set_permits(3).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        let name = self.object_name(&name.into());
+        Semaphore {
+            inner: Arc::new(SemaphoreInner {
+                client: self.clone(),
+                key: Arc::from(name.as_str()),
+                total_key: Arc::from(prefix_name("latchkey_semaphore_total", &name)),
+                channel: Arc::from(prefix_name("redisson_sc", &name)),
+                name,
+            }),
+        }
+    }
+}
+
+enum Attempt {
+    Granted(Permits),
+    /// Not enough permits; this many were available.
+    Short {
+        available: i64,
+    },
+}
+
+impl Semaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
+    /// it was set up by this call. Waiters are woken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::WrongType`] if a key holds another type; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let semaphore = client.semaphore("downloads");
+    /// if semaphore.try_set_permits(3).await? {
+    ///     println!("set up with 3 permits");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        check_name(&self.inner.name)?;
+        if permits > MAX_PERMITS {
+            return Err(Error::invalid(
+                "permits",
+                format!("{permits} is more than the maximum {MAX_PERMITS}"),
+            ));
+        }
+        let inner = &self.inner;
+        let mut invocation = SEM_SET_PERMITS.prepare_invoke();
+        invocation
+            .key(&*inner.key)
+            .key(&*inner.total_key)
+            .key(&*inner.channel)
+            .arg(permits)
+            .arg(inner.client.inner.conn.publish_command());
+        let set: i64 = inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "setting semaphore permits", &inner.name)
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Adds `delta` permits to the semaphore (or takes `-delta` away), changing both the
+    /// available count and the total. Waiters are woken.
+    ///
+    /// Taking permits away while they are held may leave the available count below zero;
+    /// acquirers then wait until enough are released. A semaphore that does not exist yet is
+    /// created with `delta` permits.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
+    /// [`MAX_PERMITS`] (for a Redisson-made semaphore without a total record: if the available
+    /// count would go below zero); [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let semaphore = client.semaphore("downloads");
+    /// semaphore.add_permits(2).await?; // two more downloads at once
+    /// semaphore.add_permits(-1).await?; // one fewer
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn add_permits(&self, delta: i32) -> Result<()> {
+        check_name(&self.inner.name)?;
+        let inner = &self.inner;
+        let mut invocation = SEM_ADD_PERMITS.prepare_invoke();
+        invocation
+            .key(&*inner.key)
+            .key(&*inner.total_key)
+            .key(&*inner.channel)
+            .arg(delta)
+            .arg(MAX_PERMITS)
+            .arg(inner.client.inner.conn.publish_command());
+        let reply: Vec<i64> = inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "adding semaphore permits", &inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, _] => Ok(()),
+            [-1, total] => Err(Error::invalid(
+                "permits",
+                format!(
+                    "cannot take {} permits away from a semaphore of {total}",
+                    -i64::from(delta)
+                ),
+            )),
+            [-2, total] => Err(Error::invalid(
+                "permits",
+                format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
+            )),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+
+    /// The number of permits available now (0 if the semaphore was never set up). Below zero
+    /// when permits were taken away with [`Semaphore::add_permits`] while they were held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a string; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// println!("{} permits free", semaphore.available().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn available(&self) -> Result<i64> {
+        check_name(&self.inner.name)?;
+        let n: Option<i64> = self
+            .inner
+            .client
+            .inner
+            .conn
+            .query(
+                redis::cmd("GET").arg(&*self.inner.key),
+                "reading a semaphore",
+                &self.inner.name,
+            )
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// Takes `n` permits, waiting as long as it takes. They are given back when the returned
+    /// guard is released or dropped.
+    ///
+    /// Waiters sleep until a release is published on the semaphore's channel (at most 2 s
+    /// between attempts, in case a message is lost). The semaphore is not fair:
+    /// a request for fewer permits may overtake one for more.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no permit taken and no subscription behind: if
+    /// the acquire script already ran when the future was dropped, the permits are given back by
+    /// the client's background task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::WrongType`] if the key is not a count; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// let permits = semaphore.acquire(2).await?;
+    /// // … work that needs two permits …
+    /// permits.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire(&self, n: u32) -> Result<Permits> {
+        match self.acquire_until(n, None).await? {
+            Some(permits) => Ok(permits),
+            None => unreachable!("an unbounded wait only ends with the permits"),
+        }
+    }
+
+    /// Takes `n` permits, waiting at most `wait`; `Ok(None)` if they did not become available
+    /// in time. `Duration::ZERO` tries once without waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Semaphore::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`], and [`Error::InvalidArgument`] if `wait` is too large to add to
+    /// the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// match semaphore.try_acquire(1, Duration::from_millis(500)).await? {
+    ///     Some(permits) => permits.release().await?,
+    ///     None => println!("busy, try later"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
+        let deadline = deadline_after(wait)?;
+        self.acquire_until(n, Some(deadline)).await
+    }
+
+    /// Gives `n` permits back, whoever took them, and wakes waiters (Redisson's `release`).
+    /// Use it for permits kept with [`Permits::forget`]; a [`Permits`] guard releases its own.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script call, applied or not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OverRelease`] (nothing changed) if more permits would be available than the
+    /// semaphore's total; [`Error::InvalidArgument`] for `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// let n = semaphore.acquire(1).await?.forget(); // hand the permit to another process …
+    /// semaphore.release(n).await?; // … which gives it back later
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(&self, n: u32) -> Result<()> {
+        check_name(&self.inner.name)?;
+        check_permits(n)?;
+        let task = self.release_task(n);
+        let conn = self.inner.client.inner.conn.clone();
+        let name = self.inner.name.clone();
+        let reply: Vec<i64> = detached(Box::pin(async move {
+            let mut invocation = task.script.prepare_invoke();
+            for key in &task.keys {
+                invocation.key(&**key);
+            }
+            for arg in &task.args {
+                invocation.arg(arg);
+            }
+            conn.script(&invocation, task.context, &name).await
+        }))
+        .await??;
+        match reply.as_slice() {
+            [1, _] => Ok(()),
+            [0, total] => Err(Error::OverRelease {
+                name: self.inner.name.clone(),
+                released: u64::from(n),
+                total: (*total).max(0) as u64,
+            }),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+
+    fn release_task(&self, n: u32) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &SEM_RELEASE,
+            keys: vec![
+                inner.key.clone(),
+                inner.total_key.clone(),
+                inner.channel.clone(),
+            ],
+            args: vec![
+                n.to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing semaphore permits",
+        }
+    }
+
+    async fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Result<Option<Permits>> {
+        check_name(&self.inner.name)?;
+        check_permits(n)?;
+        let hub = &self.inner.client.inner.hub;
+        let channel = &*self.inner.channel;
+        let will_wait = deadline.is_none_or(|d| d > Instant::now());
+        // Join the channel's waiters without I/O if this client listens on it already: then the
+        // first attempt is covered, and no retry after subscribing is needed.
+        let mut subscription = if will_wait {
+            hub.try_join(channel, || None)
+        } else {
+            None
+        };
+        let mut covered = subscription.is_some();
+        let mut woken = false;
+        loop {
+            match self.attempt(n).await? {
+                Attempt::Granted(permits) => {
+                    if let Some(subscription) = subscription {
+                        subscription.finish();
+                    }
+                    return Ok(Some(permits));
+                }
+                Attempt::Short { available } => {
+                    // Woken for permits that are not enough for this request: let the next local
+                    // waiter (maybe a smaller request) try them.
+                    if woken && available > 0 {
+                        if let Some(subscription) = &subscription {
+                            subscription.pass_on();
+                        }
+                    }
+                }
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
+                // Subscribe, then retry at once: a release between the failed attempt and the
+                // subscription would otherwise go unnoticed.
+                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
+                covered = true;
+                woken = false;
+                continue;
+            };
+            woken = waiting
+                .wait_until(park_until(now, MAX_PARK, deadline))
+                .await;
+        }
+    }
+
+    /// One acquire script call, run in its own task: if the caller is gone when the answer
+    /// comes, the guard is dropped there, which gives the permits back.
+    async fn attempt(&self, n: u32) -> Result<Attempt> {
+        let semaphore = self.clone();
+        detached(Box::pin(async move { semaphore.attempt_inner(n).await })).await?
+    }
+
+    async fn attempt_inner(&self, n: u32) -> Result<Attempt> {
+        let inner = &self.inner;
+        let mut invocation = SEM_ACQUIRE.prepare_invoke();
+        invocation.key(&*inner.key).arg(n);
+        let reply: Vec<i64> = inner
+            .client
+            .inner
+            .conn
+            .script(&invocation, "acquiring semaphore permits", &inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, _] => Ok(Attempt::Granted(Permits {
+                semaphore: self.clone(),
+                n,
+                released: false,
+            })),
+            [0, available] => Ok(Attempt::Short {
+                available: *available,
+            }),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+}
+
+/// Permits taken from a [`Semaphore`]. Releasing the guard (explicitly with
+/// [`Permits::release`], or by dropping it) gives them back; [`Permits::forget`] keeps them
+/// taken.
+///
+/// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
+/// release is handed to the client's background task.
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct Permits {
+    semaphore: Semaphore,
+    n: u32,
+    released: bool,
+}
+
+impl fmt::Debug for Permits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permits")
+            .field("semaphore", &self.semaphore.inner.name)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl Permits {
+    /// How many permits this guard holds.
+    pub fn count(&self) -> u32 {
+        self.n
+    }
+
+    /// The semaphore the permits were taken from.
+    pub fn semaphore(&self) -> &Semaphore {
+        &self.semaphore
+    }
+
+    /// Keeps the permits taken and returns how many there are: they stay taken until somebody
+    /// calls [`Semaphore::release`].
+    pub fn forget(mut self) -> u32 {
+        self.released = true;
+        self.n
+    }
+
+    /// Gives the permits back now and waits for Redis to confirm it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes still gives the permits back: the release runs
+    /// in its own task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OverRelease`] if the semaphore's total was lowered to less than what would be
+    /// available (nothing changed then); connection errors (the permits stay taken).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// let permits = semaphore.acquire(1).await?;
+    /// permits.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.semaphore.release(self.n).await
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let client = &self.semaphore.inner.client.inner;
+        let _ = client.background.send(self.semaphore.release_task(self.n));
+    }
+}

@@ -1,0 +1,410 @@
+//! The blocking queue (at-most-once `take`, at-least-once `take_reliable`) against a real
+//! redis-server.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use latchkey::{BlockingQueue, Client, DelayedQueue, Delivery, Error, ItemId};
+use latchkey_test_support::RedisServer;
+use rand::Rng;
+use redis::AsyncCommands;
+
+/// A liveness bound for a hung test, never a speed assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn client(server: &RedisServer) -> Client {
+    Client::builder(server.url())
+        .subscription_linger(Duration::from_millis(50))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+#[test]
+fn handles_and_deliveries_are_send_sync_and_static() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<BlockingQueue<String>>();
+    check::<DelayedQueue<String>>();
+    check::<Delivery<String>>();
+    check::<ItemId>();
+}
+
+#[tokio::test]
+async fn take_waits_for_an_item_and_poll_gives_up() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let queue = client.blocking_queue::<String>("jobs");
+    assert!(queue.poll(Duration::ZERO).await.unwrap().is_none());
+    let started = Instant::now();
+    assert!(queue
+        .poll(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+
+    let waiter = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.take().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Put by another client: the waiter is woken through pub/sub.
+    let other = client_for(&server).await;
+    other
+        .blocking_queue::<String>("jobs")
+        .put(&"hello".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, waiter)
+            .await
+            .unwrap()
+            .unwrap(),
+        "hello"
+    );
+    assert!(queue.is_empty().await.unwrap());
+}
+
+async fn client_for(server: &RedisServer) -> Client {
+    client(server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_waiting_consumers_share_items_without_duplicates() {
+    const N: u64 = 2000;
+    let server = RedisServer::spawn();
+    let producer = client(&server).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let c = client(&server).await;
+        for _ in 0..8 {
+            let queue = c.blocking_queue::<u64>("shared");
+            let tx = tx.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let n = queue.take().await.unwrap();
+                    if tx.send(n).is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+    }
+    let queue = producer.blocking_queue::<u64>("shared");
+    for n in 0..N {
+        queue.put(&n).await.unwrap();
+    }
+    let mut seen = HashSet::new();
+    while seen.len() < N as usize {
+        let n = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(seen.insert(n), "{n} taken twice");
+    }
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_delivery_is_delivered_again_at_once() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let queue = client.blocking_queue::<String>("redo");
+    let id = queue.put(&"job".to_owned()).await.unwrap();
+
+    let first = queue.take_reliable().await.unwrap();
+    assert_eq!(first.id(), &id);
+    assert_eq!(first.attempt(), 1);
+    assert_eq!(*first, "job");
+    assert_eq!(queue.in_flight().await.unwrap(), 1);
+    assert!(
+        queue.poll_reliable(Duration::ZERO).await.unwrap().is_none(),
+        "invisible while out"
+    );
+    drop(first); // the consumer gives up without acknowledging
+
+    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.id(), &id);
+    assert_eq!(second.attempt(), 2);
+    let third_try = second.nack().await.unwrap();
+    assert!(third_try);
+    let third = queue.take_reliable().await.unwrap();
+    assert_eq!(third.attempt(), 3);
+    assert!(third.ack().await.unwrap());
+    assert_eq!(queue.in_flight().await.unwrap(), 0);
+    assert!(queue
+        .poll_reliable(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .is_none());
+    let mut conn = server.conn().await;
+    let left: u64 = conn.hlen("latchkey_queue_items:{redo}").await.unwrap();
+    assert_eq!(left, 0);
+    let attempts: bool = conn.exists("latchkey_queue_attempts:{redo}").await.unwrap();
+    assert!(!attempts, "the attempt count is gone with the item");
+}
+
+#[tokio::test]
+async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visibility_timeout() {
+    let server = RedisServer::spawn();
+    let visibility = Duration::from_millis(400);
+    let survivor = client(&server).await;
+    let queue = survivor
+        .blocking_queue::<u64>("crash")
+        .with_visibility_timeout(visibility);
+    let id = queue.put(&42).await.unwrap();
+
+    let taken_at;
+    {
+        // The dying consumer: its process goes away without running any destructor.
+        let doomed = client(&server).await;
+        let doomed_queue = doomed
+            .blocking_queue::<u64>("crash")
+            .with_visibility_timeout(visibility);
+        // Measured before the take: the item is claimed after this instant.
+        taken_at = Instant::now();
+        let delivery = doomed_queue.take_reliable().await.unwrap();
+        assert_eq!(delivery.id(), &id);
+        std::mem::forget(delivery);
+    }
+    let again = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        taken_at.elapsed() >= visibility,
+        "redelivered only after the visibility timeout"
+    );
+    assert_eq!(again.id(), &id);
+    assert_eq!(*again, 42);
+    assert_eq!(again.attempt(), 2);
+    assert!(again.ack().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let queue = client
+        .blocking_queue::<u64>("late")
+        .with_visibility_timeout(Duration::from_millis(200));
+    queue.put(&7).await.unwrap();
+    let slow = queue.take_reliable().await.unwrap();
+    // The slow consumer overruns its visibility timeout: the item goes out again.
+    let fast = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(fast.id(), slow.id());
+    assert!(
+        !slow.extend(Duration::from_secs(10)).await.unwrap(),
+        "no longer its delivery"
+    );
+    assert!(
+        slow.ack().await.unwrap(),
+        "any delivery may finish the item"
+    );
+    assert!(!fast.ack().await.unwrap(), "already finished");
+    assert_eq!(queue.in_flight().await.unwrap(), 0);
+
+    // extend keeps a delivery out past its first timeout.
+    queue.put(&8).await.unwrap();
+    let held = queue.take_reliable().await.unwrap();
+    assert!(held.extend(Duration::from_secs(30)).await.unwrap());
+    assert!(queue
+        .poll_reliable(Duration::from_millis(600))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(held.ack().await.unwrap());
+}
+
+#[tokio::test]
+async fn nack_after_returns_the_item_through_the_delayed_queue() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let queue = client.blocking_queue::<u64>("retry");
+    let delayed = client.delayed_queue::<u64>("retry");
+    queue.put(&1).await.unwrap();
+    let delivery = queue.take_reliable().await.unwrap();
+    let released_at = Instant::now();
+    assert!(delivery
+        .nack_after(Duration::from_millis(300))
+        .await
+        .unwrap());
+    assert_eq!(delayed.len().await.unwrap(), 1);
+    let again = queue.take_reliable().await.unwrap();
+    assert!(released_at.elapsed() >= Duration::from_millis(300));
+    assert_eq!(again.attempt(), 2);
+    again.ack().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dropped_take_futures_lose_nothing() {
+    const N: u64 = 400;
+    let server = RedisServer::spawn();
+    let producer = client(&server).await;
+    let consumer = client(&server).await;
+    let put = producer.blocking_queue::<u64>("cancel");
+    let reliable = consumer.blocking_queue::<u64>("cancel");
+    let plain = reliable.clone();
+    let feeder = tokio::spawn(async move {
+        for n in 0..N {
+            put.put(&n).await.unwrap();
+            if n % 16 == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    });
+
+    // Takes abandoned after a random short time, alternating plain and reliable.
+    let mut got: HashMap<u64, u32> = HashMap::new();
+    let mut abandoned = 0;
+    let mut round = 0u64;
+    let started = Instant::now();
+    while got.len() < N as usize && started.elapsed() < PATIENCE {
+        round += 1;
+        let patience = Duration::from_micros(rand::rng().random_range(0..1500));
+        if round % 2 == 0 {
+            match tokio::time::timeout(patience, plain.take()).await {
+                Ok(n) => *got.entry(n.unwrap()).or_default() += 1,
+                Err(_) => abandoned += 1,
+            }
+        } else {
+            match tokio::time::timeout(patience, reliable.take_reliable()).await {
+                Ok(delivery) => {
+                    let delivery = delivery.unwrap();
+                    *got.entry(*delivery).or_default() += 1;
+                    delivery.ack().await.unwrap();
+                }
+                Err(_) => abandoned += 1,
+            }
+        }
+    }
+    feeder.await.unwrap();
+    println!("{abandoned} takes abandoned");
+    assert!(abandoned > 0, "the test abandoned no take");
+    assert_eq!(got.len(), N as usize, "every item was taken");
+    assert!(got.values().all(|&c| c == 1), "no item was taken twice");
+    assert!(reliable
+        .poll(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(reliable.in_flight().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let words = client.blocking_queue::<String>("mixed-up");
+    let numbers = client.blocking_queue::<u64>("mixed-up");
+    words.put(&"not a number".to_owned()).await.unwrap();
+    numbers.put(&5).await.unwrap();
+    words.put(&"nor this".to_owned()).await.unwrap();
+    numbers.put(&6).await.unwrap();
+
+    let err = numbers.take().await.unwrap_err();
+    assert!(matches!(err, Error::Codec { .. }), "{err}");
+    assert_eq!(numbers.take().await.unwrap(), 5);
+    let err = numbers.take_reliable().await.unwrap_err();
+    assert!(matches!(err, Error::Codec { .. }), "{err}");
+    let six = numbers.take_reliable().await.unwrap();
+    assert_eq!(*six, 6);
+    six.ack().await.unwrap();
+    assert_eq!(numbers.dead_letter_len().await.unwrap(), 2);
+    assert_eq!(numbers.in_flight().await.unwrap(), 0);
+    assert!(numbers.is_empty().await.unwrap());
+    let mut conn = server.conn().await;
+    let dead: Vec<String> = conn.hvals("latchkey_queue_dead:{mixed-up}").await.unwrap();
+    let dead: HashSet<String> = dead.into_iter().collect();
+    assert_eq!(
+        dead,
+        HashSet::from(["\"not a number\"".to_owned(), "\"nor this\"".to_owned()])
+    );
+}
+
+#[tokio::test]
+async fn wrong_key_types_and_bad_settings_are_typed_errors() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let mut conn = server.conn().await;
+    let _: () = conn.hset("latchkey_queue:{typed}", "a", "b").await.unwrap();
+    let queue = client.blocking_queue::<u64>("typed");
+    assert!(queue.take().await.unwrap_err().is_wrong_type());
+    assert!(queue
+        .poll(Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_wrong_type());
+    assert!(queue.put(&1).await.unwrap_err().is_wrong_type());
+    assert!(queue.len().await.unwrap_err().is_wrong_type());
+    let exists: bool = conn.exists("latchkey_queue_items:{typed}").await.unwrap();
+    assert!(!exists, "nothing was written");
+
+    let ok = client.blocking_queue::<u64>("settings");
+    let zero = ok.clone().with_visibility_timeout(Duration::ZERO);
+    assert!(zero
+        .take_reliable()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(ok
+        .poll(Duration::MAX)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(client
+        .blocking_queue::<u64>("")
+        .take()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    ok.put(&1).await.unwrap();
+    let delivery = ok.take_reliable().await.unwrap();
+    assert!(delivery
+        .extend(Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(delivery.ack().await.unwrap());
+}
+
+#[tokio::test]
+async fn waiting_consumers_leave_no_subscription_behind() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let queue = client.blocking_queue::<u64>("tidy");
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.take().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    for waiter in waiters {
+        let _ = waiter.await;
+    }
+    drop(queue);
+    // The ready channel is dropped after the linger; the agent's delay channel stays while the
+    // client lives.
+    let deadline = Instant::now() + PATIENCE;
+    while client.subscription_count() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "subscriptions left: {}",
+            client.subscription_count()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

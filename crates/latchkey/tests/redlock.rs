@@ -1,0 +1,466 @@
+//! RedLock against 3 and 5 real, independent redis-servers.
+
+use std::time::{Duration, Instant};
+
+use latchkey::{Client, Error, LockOptions, RedLock};
+use latchkey_test_support::RedisServers;
+use redis::AsyncCommands;
+
+async fn client(url: &str) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(2))
+        .subscription_linger(Duration::from_millis(50))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+async fn clients(servers: &RedisServers) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for url in servers.urls() {
+        clients.push(client(&url).await);
+    }
+    clients
+}
+
+/// A RedLock with a per-node timeout generous enough for a loaded test machine.
+fn redlock(name: &str, clients: Vec<Client>) -> RedLock {
+    RedLock::builder(name, clients)
+        .per_node_timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .unwrap()
+}
+
+async fn held_on(servers: &RedisServers, key: &str) -> Vec<bool> {
+    let mut out = Vec::new();
+    for server in servers.iter() {
+        if !server.is_running() {
+            out.push(false);
+            continue;
+        }
+        let mut conn = server.conn().await;
+        out.push(conn.exists(key).await.unwrap());
+    }
+    out
+}
+
+async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn node_sets_are_checked() {
+    let servers = RedisServers::spawn(4);
+    let all = clients(&servers).await;
+    let err = RedLock::new("x", all[..2].to_vec()).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    let err = RedLock::new("x", all.clone()).unwrap_err();
+    assert!(err.is_invalid_argument(), "even: {err}");
+    let twice = vec![all[0].clone(), all[1].clone(), all[0].clone()];
+    let err = RedLock::new("x", twice).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    // Another client for the same server (another database even) is the same node.
+    let same = client(&format!("{}/3", servers[1].url())).await;
+    let err = RedLock::new("x", vec![all[0].clone(), all[1].clone(), same]).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    assert!(RedLock::new("", all[..3].to_vec())
+        .unwrap_err()
+        .is_invalid_argument());
+    let lock = RedLock::new("x", all[..3].to_vec()).unwrap();
+    assert_eq!((lock.node_count(), lock.quorum()), (3, 2));
+}
+
+#[tokio::test]
+async fn locks_and_unlocks_every_node_of_three() {
+    let servers = RedisServers::spawn(3);
+    let lock = redlock("three", clients(&servers).await);
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 1, 2]);
+    assert_eq!(held_on(&servers, "three").await, [true, true, true]);
+    assert!(guard.fencing_token().is_some());
+    assert!(guard.valid_until() > tokio::time::Instant::now());
+    // Redisson RLock layout on each node: a hash with the owner's field.
+    let mut conn = servers[0].conn().await;
+    let count: u64 = conn.hget("three", guard.owner_id()).await.unwrap();
+    assert_eq!(count, 1);
+    // Busy for everybody else.
+    let other = redlock("three", clients(&servers).await);
+    assert!(other.try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(other
+        .try_lock(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    guard.unlock().await.unwrap();
+    assert_eq!(held_on(&servers, "three").await, [false, false, false]);
+    let guard = other.try_lock(Duration::ZERO).await.unwrap().expect("free");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_node_of_three_killed_still_acquires() {
+    let mut servers = RedisServers::spawn(3);
+    let lock = redlock("one-down", clients(&servers).await);
+    servers[1].kill();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 2]);
+    assert_eq!(held_on(&servers, "one-down").await, [true, false, true]);
+    guard.unlock().await.unwrap();
+    assert_eq!(held_on(&servers, "one-down").await, [false, false, false]);
+}
+
+#[tokio::test]
+async fn one_node_of_three_stalled_still_acquires_within_the_per_node_timeout() {
+    let servers = RedisServers::spawn(3);
+    let lock = redlock("stalled", clients(&servers).await);
+    servers[2].pause_process();
+    let guard = lock.lock().await;
+    servers[2].resume_process();
+    let guard = guard.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 1]);
+    guard.unlock().await.unwrap();
+    // The stalled node got the acquire late, and the unlock releases it there too.
+    let check = &servers;
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            held_on(check, "stalled").await == [false, false, false]
+        })
+        .await
+    );
+}
+
+#[tokio::test]
+async fn one_node_of_five_killed_still_acquires() {
+    let mut servers = RedisServers::spawn(5);
+    let lock = redlock("five", clients(&servers).await);
+    servers[3].kill();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 1, 2, 4]);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn majority_of_five_killed_is_quorum_unavailable_and_leaves_nothing_locked() {
+    let mut servers = RedisServers::spawn(5);
+    let lock = redlock("majority-down", clients(&servers).await);
+    for i in [0, 2, 4] {
+        servers[i].kill();
+    }
+    let err = lock.lock().await.unwrap_err();
+    match err {
+        Error::QuorumUnavailable {
+            acquired,
+            nodes,
+            quorum,
+        } => {
+            assert_eq!(
+                (acquired, nodes, quorum),
+                (2, 5, 3),
+                "the two live nodes granted it"
+            );
+        }
+        other => panic!("expected QuorumUnavailable, got {other:?}"),
+    }
+    assert!(lock
+        .try_lock(Duration::from_secs(5))
+        .await
+        .unwrap_err()
+        .is_quorum_unavailable());
+    assert_eq!(
+        held_on(&servers, "majority-down").await,
+        [false; 5],
+        "the grants of the live nodes were released"
+    );
+}
+
+#[tokio::test]
+async fn majority_of_three_stalled_is_quorum_unavailable_after_the_per_node_timeout() {
+    let servers = RedisServers::spawn(3);
+    let lock = redlock("majority-stalled", clients(&servers).await);
+    servers[0].pause_process();
+    servers[1].pause_process();
+    let result = lock.lock().await;
+    servers[0].resume_process();
+    servers[1].resume_process();
+    assert!(result.unwrap_err().is_quorum_unavailable());
+    // The stalled nodes process the acquire and then the release when they resume.
+    let check = &servers;
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            held_on(check, "majority-stalled").await == [false, false, false]
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_exclusion_across_clients_with_increasing_fencing_tokens() {
+    let servers = RedisServers::spawn(3);
+    const ROUNDS: u64 = 10;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let lock = redlock("counter", clients(&servers).await);
+        let mut conn = servers[0].conn().await;
+        tasks.push(tokio::spawn(async move {
+            let mut tokens = Vec::new();
+            for _ in 0..ROUNDS {
+                let guard = lock.lock().await.unwrap();
+                let token = guard.fencing_token().unwrap();
+                // A deliberately non-atomic read-modify-write, with the order of tokens seen.
+                let v: Option<u64> = conn.get("value").await.unwrap();
+                let last: Option<u64> = conn.get("last-token").await.unwrap();
+                tokio::task::yield_now().await;
+                let _: () = conn.set("value", v.unwrap_or(0) + 1).await.unwrap();
+                let _: () = conn.set("last-token", token).await.unwrap();
+                guard.unlock().await.unwrap();
+                tokens.push((last, token));
+            }
+            tokens
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    let mut conn = servers[0].conn().await;
+    let v: u64 = conn.get("value").await.unwrap();
+    assert_eq!(v, 4 * ROUNDS);
+    for (previous, token) in &all {
+        if let Some(previous) = previous {
+            assert!(token > previous, "token {token} after {previous}");
+        }
+    }
+    let mut tokens: Vec<u64> = all.iter().map(|(_, t)| *t).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(
+        tokens.len() as u64,
+        4 * ROUNDS,
+        "every hold has its own token"
+    );
+}
+
+#[tokio::test]
+async fn fencing_tokens_grow_even_when_quorums_differ() {
+    let mut servers = RedisServers::spawn(3);
+    let lock = redlock("fenced", clients(&servers).await);
+    let unfenced = RedLock::builder("plain", clients(&servers).await)
+        .per_node_timeout(Duration::from_millis(500))
+        .fencing(false)
+        .build()
+        .unwrap();
+    // Push node 2's counter far ahead: holds that include node 2 get large tokens.
+    let mut conn = servers[2].conn().await;
+    let _: () = conn
+        .set("redisson_lock_token:{fenced}", 1000)
+        .await
+        .unwrap();
+    let first = lock.lock().await.unwrap();
+    let t1 = first.fencing_token().unwrap();
+    assert!(t1 >= 1001);
+    first.unlock().await.unwrap();
+    // Without node 2, the next quorum is {0, 1}: its token must still be larger.
+    servers[2].kill();
+    let second = lock.lock().await.unwrap();
+    let t2 = second.fencing_token().unwrap();
+    assert!(t2 > t1, "{t2} after {t1}");
+    second.unlock().await.unwrap();
+    let guard = unfenced.lock().await.unwrap();
+    assert_eq!(guard.fencing_token(), None);
+    guard.unlock().await.unwrap();
+}
+
+async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|s| s.split(',').next())
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn with_every_node_up_a_fenced_lock_and_unlock_is_two_round_trips() {
+    let servers = RedisServers::spawn(3);
+    let lock = redlock("steady", clients(&servers).await);
+    // The first acquire loads the scripts; counters start in step.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let mut conns = Vec::new();
+    for server in servers.iter() {
+        conns.push(server.conn().await);
+    }
+    let mut before = Vec::new();
+    for conn in &mut conns {
+        before.push(evalsha_calls(conn).await);
+    }
+    let guard = lock.lock().await.unwrap();
+    let token = guard.fencing_token().unwrap();
+    guard.unlock().await.unwrap();
+    for (conn, before) in conns.iter_mut().zip(before) {
+        assert_eq!(
+            evalsha_calls(conn).await - before,
+            2,
+            "acquire and release only"
+        );
+    }
+    let next = lock.lock().await.unwrap();
+    assert!(next.fencing_token().unwrap() > token);
+    next.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_watchdog_keeps_the_quorum_and_lost_fires_when_it_is_gone() {
+    let mut servers = RedisServers::spawn(3);
+    let lock = redlock("kept", clients(&servers).await); // watchdog timeout 1 s
+    let guard = lock.lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!guard.is_lost());
+    assert_eq!(held_on(&servers, "kept").await, [true, true, true]);
+    servers[0].kill();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!guard.is_lost(), "two of three still hold it");
+    assert_eq!(held_on(&servers, "kept").await, [false, true, true]);
+    servers[1].kill();
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("lost once a single node is left");
+    assert!(guard.unlock().await.unwrap_err().is_quorum_unavailable());
+}
+
+#[tokio::test]
+async fn a_fixed_lease_is_lost_at_the_end_of_its_validity() {
+    let servers = RedisServers::spawn(3);
+    let lock = redlock("fixed", clients(&servers).await);
+    let guard = lock
+        .lock_with(LockOptions::new().lease(Duration::from_millis(500)))
+        .await
+        .unwrap();
+    let valid_until = guard.valid_until();
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("lost at the end of the validity");
+    assert!(tokio::time::Instant::now() >= valid_until);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            held_on(&servers, "fixed").await == [false, false, false]
+        })
+        .await,
+        "expired on every node"
+    );
+    assert!(guard.unlock().await.unwrap_err().is_not_owner());
+    let err = lock
+        .lock_with(LockOptions::new().lease(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_nothing_locked() {
+    let servers = RedisServers::spawn(3);
+    let cs = clients(&servers).await;
+    let lock = redlock("cancel", cs.clone());
+    for i in 0..30u64 {
+        let lock = lock.clone();
+        let task = tokio::spawn(async move {
+            let _guard = lock.lock().await;
+            std::future::pending::<()>().await;
+        });
+        tokio::time::sleep(Duration::from_micros(i * 200)).await;
+        task.abort();
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            held_on(&servers, "cancel").await == [false, false, false]
+        })
+        .await,
+        "nothing left locked"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            cs.iter().all(|c| c.tracked_lock_count() == 0)
+        })
+        .await
+    );
+    let guard = lock.try_lock(Duration::ZERO).await.unwrap().expect("free");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn wrong_type_on_a_node_is_a_typed_error_and_nothing_stays_locked() {
+    let servers = RedisServers::spawn(3);
+    let mut conn = servers[1].conn().await;
+    let _: () = conn.set("typed", "x").await.unwrap();
+    let lock = redlock("typed", clients(&servers).await);
+    assert!(lock.lock().await.unwrap_err().is_wrong_type());
+    let mut c0 = servers[0].conn().await;
+    assert!(!c0.exists::<_, bool>("typed").await.unwrap());
+    let v: String = conn.get("typed").await.unwrap();
+    assert_eq!(v, "x");
+}
+
+#[test]
+fn handles_and_guards_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<RedLock>();
+    check::<latchkey::RedLockGuard>();
+}
+
+/// Throughput of lock + unlock pairs on 3 loopback servers (a benchmark, not a timed test: it
+/// only prints). Run with
+/// `cargo test --release -p latchkey --test redlock -- --ignored --nocapture throughput`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark; run explicitly in release mode"]
+async fn throughput() {
+    let servers = RedisServers::spawn(3);
+    for (fencing, tasks) in [(true, 1), (false, 1), (true, 8), (false, 8)] {
+        let clients = clients(&servers).await;
+        let run_for = Duration::from_secs(3);
+        let started = Instant::now();
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let lock = RedLock::builder(format!("bench-{fencing}-{t}"), clients.clone())
+                .fencing(fencing)
+                .build()
+                .unwrap();
+            handles.push(tokio::spawn(async move {
+                let mut pairs = 0u64;
+                while started.elapsed() < run_for {
+                    let guard = lock.lock().await.unwrap();
+                    guard.unlock().await.unwrap();
+                    pairs += 1;
+                }
+                pairs
+            }));
+        }
+        let mut pairs = 0;
+        for handle in handles {
+            pairs += handle.await.unwrap();
+        }
+        let rate = pairs as f64 / started.elapsed().as_secs_f64();
+        println!(
+            "redlock 3 nodes, fencing {fencing}, {tasks} task(s): {rate:.0} lock+unlock pairs/s"
+        );
+    }
+}
