@@ -12,6 +12,9 @@
 --          not wait (do not register it as a waiter)
 -- ARGV[5]  "1" when other waiters of the caller's client still wait for this lock (keep the
 --          client registered after a grant), "0" otherwise
+-- ARGV[6]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
+--          a hold of its owner field found in Redis is then stranded (an acquire whose answer
+--          was lost, an unlock that never arrived) and is reset to one hold instead of re-entered
 --
 -- Returns {1, fencing_token, hold_count} when the caller holds the lock afterwards,
 -- or {0, retry_after_ms} when it does not (-1: the holder's lock has no expiry).
@@ -77,7 +80,12 @@ if lock_type == 'none' then
 end
 
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    local holds = 1
+    if ARGV[6] == '1' then
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+    else
+        holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    end
     redis.call('pexpire', KEYS[1], ARGV[1])
     local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
     return {1, token, holds}

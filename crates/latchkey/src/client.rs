@@ -282,6 +282,9 @@ impl ClientBuilder {
                 })
             }
         };
+        // Ask something of the server now, so that missing or wrong credentials fail here,
+        // typed, rather than at the first lock.
+        let _: String = conn.query(&redis::cmd("PING"), "connecting", "").await?;
         let replica_sync = match self.replica_sync {
             ReplicaSync::Off => None,
             ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
@@ -557,6 +560,9 @@ pub(crate) struct Inner {
     /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
     /// primary that lost its replicas fails acquires instead of carrying on without them.
     pub(crate) replica_sync_required: bool,
+    /// Auto mode found the primary without replicas: acquires do not wait for replicas until
+    /// this time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
+    pub(crate) replicas_absent_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
@@ -640,6 +646,7 @@ impl Client {
                 wake_id,
                 replica_sync,
                 replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
+                replicas_absent_until: std::sync::Mutex::new(None),
                 conn,
                 config,
                 hub,

@@ -20,6 +20,13 @@ use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
 /// died while waiting.
 const MAX_PARK: Duration = Duration::from_secs(2);
 
+/// How long auto replica sync stops waiting after it found the primary without replicas.
+const REPLICA_RECHECK: Duration = Duration::from_secs(5);
+
+fn lock_ignoring_poison<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
 
@@ -472,6 +479,8 @@ impl Lock {
             Lease::Watchdog => watchdog_timeout.as_millis() as u64,
             Lease::Fixed(d) => d.as_millis() as u64,
         };
+        // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
+        let attempt = client.registry.begin_attempt(&inner.hold);
         let keys = [
             &*inner.hold.key,
             &*inner.token_key,
@@ -485,9 +494,10 @@ impl Lock {
             client.wake_id.to_string(),
             (park.as_millis() as u64).to_string(),
             if others > 0 { "1" } else { "0" }.to_owned(),
+            if attempt.alone { "1" } else { "0" }.to_owned(),
         ];
         let sent_at = Instant::now();
-        let reply: Vec<i64> = match client.replica_sync {
+        let reply: Vec<i64> = match self.replica_wait().await? {
             None => {
                 let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
                 for key in keys {
@@ -514,10 +524,17 @@ impl Lock {
                     )
                     .await?;
                 let short = reply.first() == Some(&1) && acked < i64::from(replicas);
-                // Auto mode: a primary without any replica now cannot do better; carry on.
+                // Auto mode: a primary without any replica now cannot do better; carry on, and
+                // stop waiting for replicas for a while.
                 let short = short
-                    && (client.replica_sync_required
-                        || crate::client::connected_replicas(&client.conn).await? > 0);
+                    && (client.replica_sync_required || {
+                        let present = crate::client::connected_replicas(&client.conn).await? > 0;
+                        if !present {
+                            *lock_ignoring_poison(&client.replicas_absent_until) =
+                                Some(Instant::now() + REPLICA_RECHECK);
+                        }
+                        present
+                    });
                 if short {
                     // Not on enough replicas: undo the grant, so that a failover cannot hand
                     // the lock to someone else while we believe we hold it.
@@ -571,6 +588,34 @@ impl Lock {
                 "unexpected reply from the lock script",
                 format!("{other:?}"),
             )))),
+        }
+    }
+
+    /// `(replicas, timeout)` if this acquire should wait for replicas. In auto mode, a primary
+    /// found without replicas is not waited for; its replica count is read again (one `INFO`)
+    /// every [`REPLICA_RECHECK`].
+    async fn replica_wait(&self) -> Result<Option<(u32, Duration)>> {
+        let client = &self.inner.client.inner;
+        let Some(sync) = client.replica_sync else {
+            return Ok(None);
+        };
+        if client.replica_sync_required {
+            return Ok(Some(sync));
+        }
+        let absent_until = *lock_ignoring_poison(&client.replicas_absent_until);
+        match absent_until {
+            None => Ok(Some(sync)),
+            Some(until) if Instant::now() < until => Ok(None),
+            Some(_) => {
+                if crate::client::connected_replicas(&client.conn).await? > 0 {
+                    *lock_ignoring_poison(&client.replicas_absent_until) = None;
+                    Ok(Some(sync))
+                } else {
+                    *lock_ignoring_poison(&client.replicas_absent_until) =
+                        Some(Instant::now() + REPLICA_RECHECK);
+                    Ok(None)
+                }
+            }
         }
     }
 

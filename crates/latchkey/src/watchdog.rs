@@ -114,6 +114,29 @@ pub(crate) struct Registry {
 struct State {
     next_gen: u64,
     held: HashMap<HoldKey, Held>,
+    /// Acquire attempts under way, per hold.
+    in_flight: HashMap<HoldKey, u32>,
+}
+
+/// An acquire attempt under way (see [`Registry::begin_attempt`]); ends when dropped.
+#[derive(Debug)]
+pub(crate) struct AttemptMark<'a> {
+    registry: &'a Registry,
+    key: HoldKey,
+    /// Nothing else of this owner holds or is acquiring the lock.
+    pub(crate) alone: bool,
+}
+
+impl Drop for AttemptMark<'_> {
+    fn drop(&mut self) {
+        let mut state = self.registry.state();
+        if let Some(n) = state.in_flight.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                state.in_flight.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// What the release of a guard has to do in Redis.
@@ -137,6 +160,21 @@ impl Registry {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // Every critical section is a few infallible map updates: poisoning cannot leave it torn.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks an acquire attempt for `key` as under way, and tells whether the owner holds
+    /// nothing and has no other attempt under way: then any hold Redis has for it is stranded.
+    /// Keep the mark until the attempt's grant is recorded with [`Registry::acquired`].
+    pub(crate) fn begin_attempt(&self, key: &HoldKey) -> AttemptMark<'_> {
+        let mut state = self.state();
+        let others = state.in_flight.get(key).copied().unwrap_or(0);
+        let alone = others == 0 && !state.held.contains_key(key);
+        *state.in_flight.entry(key.clone()).or_default() += 1;
+        AttemptMark {
+            registry: self,
+            key: key.clone(),
+            alone,
+        }
     }
 
     /// Number of holds tracked.

@@ -185,17 +185,18 @@ async fn reserved_name_prefixes() {
     }
 }
 
-/// `{`, `}` and `:` are legal in names: Redisson allows them and hash tags are how users place
-/// keys on a cluster. Names that contain each other (`a`, `a:{b}`, `{a}` …) never share a key:
-/// every lock has its own hash and its own fencing counter.
+/// `{`, `}` and `:` are legal in names: Redisson allows them, and hash tags are how users place
+/// keys on a cluster. Every name is a lock of its own: all of these can be held at once, each
+/// with its own hash, and each lock's keys are what the documented layout derives from its
+/// name (`<prefix>:{<name>}`, or `<prefix>:<name>` when the name has its own `{`).
 #[tokio::test]
-async fn braces_and_colons_never_make_two_locks_share_keys() {
+async fn braces_and_colons_are_legal_and_every_name_is_its_own_lock() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let mut conn = server.conn().await;
     let names = [
-        "a", "a:{b}", "{a}", "{a}:b", "a}", "{a", "a:", ":a", "{}", "{}:{}", "a:{b}:c", "b",
-        "{a:{b}}", "a:{b",
+        "a", "a:{b}", "{a}:b", "a}", "{a", "a:", ":a", "{}", "{}:{}", "a:{b}:c", "b", "{a:{b}}",
+        "a:{b",
     ];
     let mut guards = Vec::new();
     for name in names {
@@ -214,6 +215,12 @@ async fn braces_and_colons_never_make_two_locks_share_keys() {
         "a hash and a counter per name: {keys:?}"
     );
     for name in names {
+        let token = if name.contains('{') {
+            format!("redisson_lock_token:{name}")
+        } else {
+            format!("redisson_lock_token:{{{name}}}")
+        };
+        assert!(keys.contains(&token), "{token} in {keys:?}");
         let status = a.lock(name).status().await.unwrap();
         assert_eq!(status.holders.len(), 1, "{name}");
         assert_eq!(status.holders[0].holds, 1, "{name}");
@@ -231,6 +238,33 @@ async fn braces_and_colons_never_make_two_locks_share_keys() {
         keys.len(),
         names.len(),
         "only the counters remain: {keys:?}"
+    );
+}
+
+/// BUG: with Redisson's `prefixName` rule, a name `N` without braces and the name `{N}` derive
+/// the same keys: `a` and `{a}` share `redisson_lock_token:{a}` (fencing counter),
+/// `redisson_lock__channel:{a}` (unlock channel), and latchkey's wait queue, liveness hash and
+/// hand-off reservation `latchkey_lock_*:{a}`. Their tokens interleave, an unlock of one wakes
+/// the other's waiters, and a release of one can hand the lock *of the other name's waiter*
+/// over (reserving `a` for a client that waits for `{a}`). Two objects must not share keys:
+/// refuse one of the two spellings, or derive the keys differently.
+#[tokio::test]
+#[ignore = "latchkey bug: `a` and `{a}` share their fencing counter, channel and wait queue; fails until fixed, run with --ignored"]
+async fn bug_a_name_and_the_same_name_in_braces_share_keys() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    let plain = a.lock("a").lock().await.unwrap();
+    let braced = a.lock("{a}").lock().await.unwrap();
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let plain_token = plain.fencing_token();
+    let braced_token = braced.fencing_token();
+    plain.unlock().await.unwrap();
+    braced.unlock().await.unwrap();
+    assert_eq!(
+        keys.len(),
+        4,
+        "`a` and `{{a}}` each need a hash and a counter of their own, got {keys:?} (tokens {plain_token} and {braced_token})"
     );
 }
 
@@ -265,12 +299,11 @@ async fn unusual_utf8_names_work_and_stay_distinct() {
 }
 
 /// On a Redis Cluster, every key of one lock must hash to one slot (the lock scripts touch them
-/// together). A name with its own `{…}` gives the lock key the hash tag of the *name's* braces
-/// (`a:{b}` → `b`) while the derived keys get `{a:{b}}` → `a:{b`: they land in different slots
-/// and every acquire fails with CROSSSLOT.
+/// together). A name with its own `{…}` keeps its hash tag in the derived keys (Redisson's
+/// `prefixName`), so `a:{b}` and its counter both hash to `b`. (Found as a bug by this
+/// catalogue: CROSSSLOT on every acquire; fixed in 18e6b25.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "latchkey bug: a name with its own {…} hash tag gets CROSSSLOT on a cluster; fails until fixed, run with --ignored"]
-async fn bug_braced_names_on_a_cluster() {
+async fn braced_names_on_a_cluster() {
     let cluster = RedisCluster::spawn(3, 0);
     let hosts: Vec<String> = cluster.primaries().iter().map(|n| n.addr()).collect();
     let a = Client::builder(format!("redis+cluster://{}", hosts.join(",")))
@@ -280,7 +313,7 @@ async fn bug_braced_names_on_a_cluster() {
     for name in ["a:{b}", "{a}:b", "a:{b}:c"] {
         let slots = (
             cluster.key_slot(name),
-            cluster.key_slot(&format!("redisson_lock_token:{{{name}}}")),
+            cluster.key_slot(&format!("redisson_lock_token:{name}")),
         );
         let result = a.lock(name).try_lock(Duration::from_secs(2)).await;
         match result {
@@ -623,14 +656,13 @@ async fn wrong_password() {
     assert_eq!(keyspace(&mut conn).await, before);
 }
 
-/// BUG: connecting *without* a password to a server that requires one succeeds (nothing at
-/// connect time needs the server to answer a command successfully), and the first lock then
-/// fails with an untyped `Error::Redis("Protocol error: unauthenticated multibulk length")`
-/// (Redis refuses a command of more than 10 arguments from an unauthenticated client before
-/// it would say NOAUTH), not with `is_auth()`.
+/// Connecting *without* a password to a server that requires one is an auth error at once.
+/// (Found by this catalogue: the connect used to succeed, and the first lock then failed with an
+/// untyped `Error::Redis("Protocol error: unauthenticated multibulk length")`, since Redis
+/// refuses a command of more than 10 arguments from an unauthenticated client before it would
+/// say NOAUTH.)
 #[tokio::test]
-#[ignore = "latchkey bug: no password against requirepass is Error::Redis, not is_auth(); fails until fixed, run with --ignored"]
-async fn bug_missing_password_is_not_an_auth_error() {
+async fn missing_password() {
     let server = RedisServer::builder().password("right").spawn();
     let mut conn = server.conn().await;
     match Client::connect(format!("redis://127.0.0.1:{}", server.port())).await {
@@ -766,14 +798,14 @@ async fn redis_timeout_mid_acquire() {
     let _: () = conn.ping().await.unwrap();
 }
 
-/// BUG: after an acquire that timed out but ran when Redis resumed, the *same handle's* next
-/// acquire silently re-enters that stranded hold (hold count 2). Its unlock then leaves the
-/// lock held (count 1) for another full lease, so the lock is not free after the only holder
-/// released it; every further acquire by the handle re-enters it again with the same fencing
-/// token, and the stranded hold never expires while the handle keeps using the lock.
+/// After an acquire that timed out but ran when Redis resumed, the hold it granted is stranded.
+/// The same handle's next acquire must not re-enter it: its unlock must free the lock, and two
+/// separate holds must not share a fencing token. (Found by this catalogue: the stranded hold
+/// was re-entered with a hold count of 2, so the unlock left the lock held for another lease,
+/// and every further acquire by the handle re-entered it with the same token while other
+/// clients starved.)
 #[tokio::test]
-#[ignore = "latchkey bug: a stranded hold is re-entered by its handle, unlock leaves the lock held; fails until fixed, run with --ignored"]
-async fn bug_same_handle_after_an_uncertain_acquire_leaves_the_lock_held_after_unlock() {
+async fn same_handle_after_an_uncertain_acquire_frees_the_lock_on_unlock() {
     let server = RedisServer::spawn();
     let a = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(2))
@@ -804,12 +836,12 @@ async fn bug_same_handle_after_an_uncertain_acquire_leaves_the_lock_held_after_u
     );
 }
 
-/// BUG: an unlock that never reached Redis (the connection broke) leaves the hold in Redis,
-/// documented to expire with its lease; but the same handle's next acquire re-enters it, so
-/// that its unlock leaves the lock held, as above.
+/// An unlock that never reached Redis (the connection broke) leaves the hold in Redis, to
+/// expire with its lease. The same handle's next acquire must not re-enter it: its unlock must
+/// free the lock. (Found by the `redis_restart_with_aof` chaos scenario, where one worker kept
+/// re-entering such a hold with the same fencing token while the others starved.)
 #[tokio::test]
-#[ignore = "latchkey bug: a stranded hold is re-entered by its handle, unlock leaves the lock held; fails until fixed, run with --ignored"]
-async fn bug_same_handle_after_an_unlock_that_never_reached_redis_leaves_the_lock_held() {
+async fn same_handle_after_an_unlock_that_never_reached_redis_frees_the_lock_on_unlock() {
     let server = RedisServer::spawn();
     let proxy = FaultProxy::start(&server.addr());
     let a = Client::builder(proxy.url())
