@@ -1,1 +1,32 @@
-fn main() {}
+//! `latchkey`: distributed locks kept in Redis, from the shell.
+//!
+//! `main` only parses the options and hands them to [`cli::run`]; everything else lives in the
+//! modules below (the shape of sqlx-cli).
+
+mod bench;
+mod cli;
+mod connect;
+mod demo;
+mod duration;
+mod exit;
+mod opt;
+mod queue;
+mod release;
+mod run;
+mod server;
+mod stats;
+mod status;
+mod sys;
+mod ui;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let opt = opt::Opt::parse();
+    match cli::run(opt) {
+        Ok(code) => code,
+        Err(error) => exit::report(&error),
+    }
+}

@@ -1,0 +1,61 @@
+//! The `contended` workload's frame, shared by latchkey and the peer: reset the counter, warm
+//! up, count commands around the measured run, and check the counter.
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Result;
+use redis::AsyncCommands;
+
+use super::commands::{self, Plain};
+use super::measure::concurrent;
+use super::{server_cpu, Commands, CounterCheck, Run, Setup};
+use crate::connect;
+
+/// Clients (one task each, separate connections) on the one lock.
+pub const CLIENTS: usize = 8;
+
+/// Runs the workload: `make(t)` is worker `t`'s lock + GET + SET + unlock, returning how long
+/// it waited for the lock. Each section sends exactly one GET and one SET of its own.
+pub async fn measure<M, F, Fut>(
+    setup: &Setup,
+    library: &'static str,
+    counter: &str,
+    plain: Plain,
+    make: M,
+) -> Result<Run>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(u64) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Duration>> + Send,
+{
+    let mut admin = connect::plain(&setup.url).await?;
+    let _: () = admin.set(counter, 0).await?;
+    let warm = concurrent(None, "sections", setup.warmup, CLIENTS, &make).await?;
+    let before = commands::snapshot(&mut admin).await?;
+    let cpu = server_cpu(&setup.url).await?;
+    let label = format!("contended {library}");
+    let mut measured = concurrent(Some(&label), "sections", setup.duration, CLIENTS, &make).await?;
+    let cpu = (cpu, server_cpu(&setup.url).await?);
+    let after = commands::snapshot(&mut admin).await?;
+    let found: Option<i64> = admin.get(counter).await?;
+    let _: () = admin.del(counter).await?;
+
+    let deltas = commands::delta(&before, &after);
+    let sent = commands::client_sent(&deltas, plain, measured.count, measured.count);
+    let total: u64 = sent.values().sum();
+    let expected = warm.count + measured.count;
+    let found = found.unwrap_or(0);
+    let mut run = Run::new(library, "", &mut measured).with_cpu(cpu);
+    run.commands = Some(Commands {
+        per_section: total as f64 / (run.count.max(1)) as f64,
+        client_sent: sent,
+        all_deltas: deltas,
+    });
+    run.counter = Some(CounterCheck {
+        expected,
+        found,
+        ok: found == expected as i64,
+    });
+    Ok(run)
+}

@@ -1,0 +1,889 @@
+//! `latchkey bench`: fixed workloads, latchkey next to the peer rslock and the same run's
+//! ceiling, with the targets from the issue tracker.
+
+mod ceiling;
+mod commands;
+mod contended;
+mod delayed;
+mod measure;
+mod ours;
+mod peer;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::connect::{self, Target};
+use crate::duration::human;
+use crate::opt::{BenchOpt, ConnectOpts, Workload};
+use crate::server::EmbeddedRedis;
+use crate::stats::thousands;
+use crate::ui::Table;
+use ceiling::Ceiling;
+use commands::Calls;
+use delayed::DelayedResult;
+use measure::{Latency, Measured};
+
+/// `solo` and `redlock3` rotate over this many names.
+pub const SOLO_NAMES: u64 = 64;
+/// `many` runs this many tasks…
+pub const MANY_TASKS: usize = 64;
+/// …each over this many names of its own.
+pub const MANY_NAMES_PER_TASK: u64 = 4;
+
+/// The Redis servers of a run, started (if private) before the runtime.
+#[derive(Debug)]
+pub struct Targets {
+    main: Target,
+    redlock: Vec<Target>,
+    redlock_skipped: Option<String>,
+    workloads: Vec<Workload>,
+}
+
+/// What every workload needs.
+#[derive(Debug)]
+pub struct Setup {
+    url: String,
+    prefix: String,
+    warmup: Duration,
+    duration: Duration,
+}
+
+/// One library on one workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// `latchkey` or `rslock`.
+    pub library: &'static str,
+    /// `unlock` or `drop` for solo; empty otherwise.
+    pub variant: &'static str,
+    /// Pairs or critical sections completed in the measured window.
+    pub count: u64,
+    /// The measured window, in seconds.
+    pub seconds: f64,
+    /// `count / seconds`.
+    pub per_second: f64,
+    /// Pair latency, or (contended) the wait for the lock.
+    pub latency: Latency,
+    /// Operations per task, fewest first (how evenly the lock was shared).
+    pub per_task: Vec<u64>,
+    /// CPU time the (main) Redis server used per operation in the measured window, in µs
+    /// (`INFO cpu`, user + system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cpu_us_per_op: Option<f64>,
+    /// CPU time this process (the clients) used per operation in the measured window, in µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu_us_per_op: Option<f64>,
+    /// `contended`: the commands clients sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Commands>,
+    /// `contended`: the counter check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter: Option<CounterCheck>,
+}
+
+impl Run {
+    fn new(library: &'static str, variant: &'static str, measured: &mut Measured) -> Run {
+        Run {
+            library,
+            variant,
+            count: measured.count,
+            seconds: measured.elapsed.as_secs_f64(),
+            per_second: measured.rate(),
+            latency: Latency::of(&mut measured.samples),
+            per_task: measured.per_task.clone(),
+            redis_cpu_us_per_op: None,
+            client_cpu_us_per_op: None,
+            commands: None,
+            counter: None,
+        }
+    }
+
+    /// Adds the server's and the clients' CPU time per operation, from two [`server_cpu`]
+    /// readings.
+    fn with_cpu(mut self, (before, after): (CpuMark, CpuMark)) -> Run {
+        let per_op = |seconds: f64| Some(seconds * 1e6 / self.count.max(1) as f64);
+        self.redis_cpu_us_per_op = per_op(after.server - before.server);
+        self.client_cpu_us_per_op = per_op(after.client - before.client);
+        self
+    }
+}
+
+/// CPU time used so far, in seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuMark {
+    server: f64,
+    client: f64,
+}
+
+/// The CPU time (user + system) the Redis server at `url`, and this process, have used so far.
+pub async fn server_cpu(url: &str) -> Result<CpuMark> {
+    let server = redis_cpu(url).await?;
+    Ok(CpuMark {
+        server,
+        client: crate::sys::process_cpu().as_secs_f64(),
+    })
+}
+
+/// The CPU time (user + system, seconds) a Redis server has used so far, from `INFO cpu`.
+async fn redis_cpu(url: &str) -> Result<f64> {
+    let mut conn = connect::plain(url).await?;
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(field("used_cpu_user:") + field("used_cpu_sys:"))
+}
+
+/// Redis commands of the `contended` workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Commands {
+    /// Commands clients sent, per critical section.
+    pub per_section: f64,
+    /// Commands clients sent, by name (see `commands.rs` for how they are told apart).
+    pub client_sent: Calls,
+    /// Every `INFO commandstats` delta, commands run inside scripts included.
+    pub all_deltas: Calls,
+}
+
+/// The final counter of `contended` against the number of critical sections.
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterCheck {
+    /// Critical sections run (warm-up included).
+    pub expected: u64,
+    /// The counter's value.
+    pub found: i64,
+    /// Whether they match.
+    pub ok: bool,
+}
+
+/// A target from the issues, checked against a figure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Workload.
+    pub workload: &'static str,
+    /// What is compared.
+    pub figure: &'static str,
+    /// The target, as text.
+    pub target: String,
+    /// The figure.
+    pub value: f64,
+    /// Whether the target is met.
+    pub met: bool,
+}
+
+/// Everything a run found.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The command that made it.
+    pub command: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The Redis it used.
+    pub redis: String,
+    /// Seconds per timed workload.
+    pub duration_s: f64,
+    /// The tokio runtime the clients ran on: `current-thread` or `multi-thread`.
+    pub runtime: &'static str,
+    /// The same run's limit.
+    pub ceiling: Option<Ceiling>,
+    /// `solo` (unlock and drop variants), with the peer.
+    pub solo: Vec<Run>,
+    /// `many`.
+    pub many: Vec<Run>,
+    /// `contended`.
+    pub contended: Vec<Run>,
+    /// `redlock3`.
+    pub redlock3: Vec<Run>,
+    /// Why redlock3 did not run, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redlock3_skipped: Option<String>,
+    /// `delayed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed: Option<DelayedResult>,
+    /// The targets.
+    pub checks: Vec<Check>,
+    /// False if a correctness check failed (contended counter, delayed lost or duplicated).
+    pub correct: bool,
+}
+
+/// The machine, for the record.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    /// CPUs available.
+    pub nproc: usize,
+    /// The CPU model, from /proc/cpuinfo.
+    pub cpu: String,
+    /// 1, 5 and 15 minute load averages before the run.
+    pub load_before: [f64; 3],
+    /// And after it.
+    pub load_after: [f64; 3],
+    /// `INFO server` `redis_version`.
+    pub redis_version: String,
+}
+
+/// Starts the servers the chosen workloads need: the main one (unless given) and, for
+/// `redlock3`, three independent ones (unless given with `--redlock-redis`).
+pub fn targets(opt: &BenchOpt) -> Result<Targets> {
+    let mut workloads = if opt.workloads.is_empty() {
+        vec![
+            Workload::Ceiling,
+            Workload::Solo,
+            Workload::Many,
+            Workload::Contended,
+            Workload::Redlock3,
+            Workload::Delayed,
+        ]
+    } else {
+        opt.workloads.clone()
+    };
+    workloads.push(Workload::Ceiling); // every figure is shown as a fraction of it
+    workloads.sort();
+    workloads.dedup();
+    if !opt.redlock_redis.is_empty() && opt.redlock_redis.len() != 3 {
+        bail!("--redlock-redis needs exactly 3 URLs, comma-separated");
+    }
+    let main = Target::given_or_private(&opt.connect, false)?;
+    let mut redlock = Vec::new();
+    let mut redlock_skipped = None;
+    if workloads.contains(&Workload::Redlock3) {
+        if !opt.redlock_redis.is_empty() {
+            for url in &opt.redlock_redis {
+                redlock.push(Target::given_or_default(&ConnectOpts {
+                    redis: Some(url.clone()),
+                }));
+            }
+        } else {
+            for _ in 0..3 {
+                match EmbeddedRedis::start() {
+                    Ok(server) => redlock.push(Target {
+                        url: server.url(),
+                        embedded: Some(server),
+                    }),
+                    Err(e) => {
+                        redlock.clear();
+                        redlock_skipped = Some(format!(
+                            "redlock3 needs 3 independent servers: give them with --redlock-redis, \
+                             or make redis-server available ({e:#})"
+                        ));
+                        break;
+                    }
+                }
+            }
+            if !redlock.is_empty() {
+                let addrs: Vec<String> = redlock
+                    .iter()
+                    .filter_map(|t| t.embedded.as_ref().map(EmbeddedRedis::addr))
+                    .collect();
+                eprintln!(
+                    "latchkey: started 3 more private redis-servers for redlock3 on {}",
+                    addrs.join(", ")
+                );
+            }
+        }
+    }
+    Ok(Targets {
+        main,
+        redlock,
+        redlock_skipped,
+        workloads,
+    })
+}
+
+/// Runs the chosen workloads and prints the table (or JSON).
+pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
+    let run_id: u32 = rand::random();
+    let setup = Setup {
+        url: targets.main.url.clone(),
+        prefix: format!("latchkey-bench:{run_id:08x}"),
+        warmup: (opt.duration / 6).min(Duration::from_millis(500)),
+        duration: opt.duration,
+    };
+    let has = |w: Workload| targets.workloads.contains(&w);
+    let peer = !opt.no_peer;
+    let mut admin = connect::plain(&setup.url).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut admin)
+        .await?;
+    let redis_version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("?")
+        .trim()
+        .to_owned();
+    let mut report = Report {
+        command: command_line(),
+        machine: Machine {
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu: cpu_model(),
+            load_before: load_average(),
+            load_after: [0.0; 3],
+            redis_version,
+        },
+        redis: targets.main.describe(),
+        duration_s: opt.duration.as_secs_f64(),
+        runtime: if opt.multi_thread {
+            "multi-thread"
+        } else {
+            "current-thread"
+        },
+        ceiling: None,
+        solo: Vec::new(),
+        many: Vec::new(),
+        contended: Vec::new(),
+        redlock3: Vec::new(),
+        redlock3_skipped: None,
+        delayed: None,
+        checks: Vec::new(),
+        correct: true,
+    };
+
+    if has(Workload::Ceiling) {
+        report.ceiling = Some(ceiling::measure(&setup).await.context("ceiling")?);
+    }
+    if has(Workload::Solo) {
+        report.solo.push(
+            ours::solo(&setup, ours::Release::Unlock)
+                .await
+                .context("solo")?,
+        );
+        report.solo.push(
+            ours::solo(&setup, ours::Release::Drop)
+                .await
+                .context("solo")?,
+        );
+        if peer {
+            report
+                .solo
+                .push(peer::solo(&setup).await.context("solo (rslock)")?);
+        }
+    }
+    if has(Workload::Many) {
+        report.many.push(ours::many(&setup).await.context("many")?);
+        if peer {
+            report
+                .many
+                .push(peer::many(&setup).await.context("many (rslock)")?);
+        }
+    }
+    if has(Workload::Contended) {
+        report
+            .contended
+            .push(ours::contended(&setup).await.context("contended")?);
+        if peer {
+            report.contended.push(
+                peer::contended(&setup)
+                    .await
+                    .context("contended (rslock)")?,
+            );
+        }
+    }
+    if has(Workload::Redlock3) {
+        if targets.redlock.len() == 3 {
+            let urls: Vec<String> = targets.redlock.iter().map(|t| t.url.clone()).collect();
+            report
+                .redlock3
+                .push(ours::redlock3(&setup, &urls).await.context("redlock3")?);
+            if peer {
+                report.redlock3.push(
+                    peer::redlock3(&setup, &urls)
+                        .await
+                        .context("redlock3 (rslock)")?,
+                );
+            }
+        } else {
+            report.redlock3_skipped = targets.redlock_skipped.clone();
+        }
+    }
+    if has(Workload::Delayed) {
+        report.delayed = Some(delayed::run(&setup).await.context("delayed")?);
+    }
+    report.machine.load_after = load_average();
+    if targets.main.embedded.is_none() {
+        clean_up(&mut admin, &setup.prefix).await?;
+    }
+
+    report.checks = checks(&report);
+    let mut broken = Vec::new();
+    for run in &report.contended {
+        if let Some(counter) = run.counter.as_ref().filter(|c| !c.ok) {
+            broken.push(format!(
+                "contended ({}): the counter is {} after {} critical sections: mutual exclusion FAILED",
+                run.library, counter.found, counter.expected
+            ));
+        }
+    }
+    if let Some(d) = report
+        .delayed
+        .as_ref()
+        .filter(|d| d.lost > 0 || d.duplicates > 0)
+    {
+        broken.push(format!(
+            "delayed: {} items lost, {} duplicated",
+            d.lost, d.duplicates
+        ));
+    }
+    report.correct = broken.is_empty();
+    if opt.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    if !broken.is_empty() {
+        bail!("{}", broken.join("; "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes the run's keys from a server that is not private (lock hashes are gone already;
+/// fencing counters and queue keys are not).
+async fn clean_up(admin: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Result<()> {
+    let pattern = format!("*{prefix}*");
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(admin)
+            .await?;
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL").arg(&keys).query_async(admin).await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// The targets of the issues, against this run's figures.
+fn checks(report: &Report) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut check = |workload, figure, target: String, value: f64, met: bool| {
+        checks.push(Check {
+            workload,
+            figure,
+            target,
+            value,
+            met,
+        })
+    };
+    if let Some(run) = find(&report.solo, "latchkey", "unlock") {
+        check(
+            "solo",
+            "pairs/s",
+            "≥ 9,500".into(),
+            run.per_second,
+            run.per_second >= 9500.0,
+        );
+    }
+    if let (Some(ours), Some(peer)) = (
+        find(&report.many, "latchkey", ""),
+        find(&report.many, peer::NAME, ""),
+    ) {
+        let ratio = ours.per_second / peer.per_second.max(1e-9);
+        check(
+            "many",
+            "latchkey/rslock",
+            "≥ 1.10×".into(),
+            ratio,
+            ratio >= 1.1,
+        );
+    }
+    if let Some(run) = find(&report.contended, "latchkey", "") {
+        check(
+            "contended",
+            "sections/s",
+            "≥ 3,500".into(),
+            run.per_second,
+            run.per_second >= 3500.0,
+        );
+        let p99_ms = run.latency.p99_us / 1000.0;
+        check(
+            "contended",
+            "wait p99 (ms)",
+            "≤ 10 ms".into(),
+            p99_ms,
+            p99_ms <= 10.0,
+        );
+        if let Some(c) = &run.commands {
+            check(
+                "contended",
+                "commands/section",
+                "≤ 4.5".into(),
+                c.per_section,
+                c.per_section <= 4.5,
+            );
+        }
+    }
+    if let Some(run) = find(&report.redlock3, "latchkey", "") {
+        check(
+            "redlock3",
+            "pairs/s",
+            "≥ 7,000".into(),
+            run.per_second,
+            run.per_second >= 7000.0,
+        );
+    }
+    if let Some(d) = &report.delayed {
+        let p99_ms = d.lateness.p99_us / 1000.0;
+        check(
+            "delayed",
+            "lateness p99 (ms)",
+            "≤ 10 ms".into(),
+            p99_ms,
+            p99_ms <= 10.0,
+        );
+    }
+    checks
+}
+
+fn find<'a>(runs: &'a [Run], library: &str, variant: &str) -> Option<&'a Run> {
+    runs.iter()
+        .find(|r| r.library == library && r.variant == variant)
+}
+
+/// The text report.
+fn render(report: &Report) -> String {
+    let m = &report.machine;
+    let load = |l: [f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
+    let mut out = format!(
+        "\n$ {}\nmachine: {} CPUs ({}), load {} before, {} after; redis {} ({}); clients on a \
+         {} tokio runtime; {} per workload\n\n",
+        report.command,
+        m.nproc,
+        m.cpu,
+        load(m.load_before),
+        load(m.load_after),
+        m.redis_version,
+        report.redis,
+        report.runtime,
+        human(Duration::from_secs_f64(report.duration_s)),
+    );
+    if let Some(c) = &report.ceiling {
+        out.push_str(&format!(
+            "ceiling (same server, same run): sequential EVALSHA {}/s (p50 {}), pipelined EVALSHA {}/s\n\n",
+            thousands(c.sequential_per_s),
+            us(c.sequential_latency.p50_us),
+            thousands(c.pipelined_per_s),
+        ));
+    }
+    let mut table = Table::new(
+        &[
+            "workload",
+            "figure",
+            "latchkey",
+            "rslock",
+            "ratio",
+            "of ceiling",
+            "target",
+            "",
+        ],
+        2,
+    );
+    let verdict = |workload: &str, figure: &str| -> [String; 2] {
+        report
+            .checks
+            .iter()
+            .find(|c| c.workload == workload && c.figure == figure)
+            .map_or([String::new(), String::new()], |c| {
+                [
+                    c.target.clone(),
+                    if c.met { "met".into() } else { "MISSED".into() },
+                ]
+            })
+    };
+    let rate = |run: Option<&Run>| run.map_or(String::new(), |r| thousands(r.per_second));
+    let ratio = |ours: &Run, peer: Option<&Run>| {
+        peer.map_or(String::new(), |p| {
+            format!("{:.2}×", ours.per_second / p.per_second.max(1e-9))
+        })
+    };
+    let of = |ours: &Run, limit: Option<f64>| {
+        limit.map_or(String::new(), |l| {
+            format!("{:.0}%", 100.0 * ours.per_second / l)
+        })
+    };
+    let latency = |run: Option<&Run>| {
+        run.map_or(String::new(), |r| {
+            format!("{} / {}", us(r.latency.p50_us), us(r.latency.p99_us))
+        })
+    };
+    let cpu = |run: Option<&Run>| {
+        run.map_or(String::new(), |r| {
+            match (r.redis_cpu_us_per_op, r.client_cpu_us_per_op) {
+                (Some(server), Some(client)) => format!("{server:.1} / {client:.1} µs"),
+                _ => String::new(),
+            }
+        })
+    };
+    let row = |cells: [&str; 2], ours: String, peer: String, rest: [String; 4]| {
+        let [ratio, of, target, met] = rest;
+        vec![
+            cells[0].to_owned(),
+            cells[1].to_owned(),
+            ours,
+            peer,
+            ratio,
+            of,
+            target,
+            met,
+        ]
+    };
+    let blank = || [String::new(), String::new(), String::new(), String::new()];
+    let ceiling = report.ceiling;
+    let seq_pairs = ceiling.map(|c| c.sequential_per_s / 2.0);
+    let piped_pairs = ceiling.map(|c| c.pipelined_per_s / 2.0);
+    let seq_sections = ceiling.map(|c| c.sequential_per_s / 4.0);
+
+    let peer_solo = find(&report.solo, peer::NAME, "");
+    // A dropped guard's release travels while the next acquire does: one round trip per pair.
+    let seq_round_trips = ceiling.map(|c| c.sequential_per_s);
+    let solo_rows = [
+        ("unlock", "unlock()", "pairs/s", seq_pairs),
+        ("drop", "drop", "-", seq_round_trips),
+    ];
+    for (variant, label, figure, limit) in solo_rows {
+        if let Some(ours) = find(&report.solo, "latchkey", variant) {
+            let [target, met] = verdict("solo", figure);
+            table.row(row(
+                ["solo", &format!("pairs/s, {label}")],
+                rate(Some(ours)),
+                rate(peer_solo),
+                [ratio(ours, peer_solo), of(ours, limit), target, met],
+            ));
+            table.row(row(
+                ["", &format!("pair p50 / p99, {label}")],
+                latency(Some(ours)),
+                latency(peer_solo),
+                blank(),
+            ));
+        }
+    }
+    let pairs = |table: &mut Table, workload: &str, runs: &[Run], limit, figure| {
+        if let Some(ours) = find(runs, "latchkey", "") {
+            let peer = find(runs, peer::NAME, "");
+            let [target, met] = verdict(workload, figure);
+            table.row(row(
+                [workload, "pairs/s"],
+                rate(Some(ours)),
+                rate(peer),
+                [ratio(ours, peer), of(ours, limit), target, met],
+            ));
+            table.row(row(
+                ["", "pair p50 / p99"],
+                latency(Some(ours)),
+                latency(peer),
+                blank(),
+            ));
+            if ours.redis_cpu_us_per_op.is_some() {
+                table.row(row(
+                    ["", "CPU / pair: Redis / client"],
+                    cpu(Some(ours)),
+                    cpu(peer),
+                    blank(),
+                ));
+            }
+        }
+    };
+    pairs(
+        &mut table,
+        "many",
+        &report.many,
+        piped_pairs,
+        "latchkey/rslock",
+    );
+    if let Some(ours) = find(&report.contended, "latchkey", "") {
+        let peer = find(&report.contended, peer::NAME, "");
+        let [target, met] = verdict("contended", "sections/s");
+        table.row(row(
+            ["contended", "sections/s"],
+            rate(Some(ours)),
+            rate(peer),
+            [ratio(ours, peer), of(ours, seq_sections), target, met],
+        ));
+        let [target, met] = verdict("contended", "wait p99 (ms)");
+        table.row(row(
+            ["", "wait p50 / p99"],
+            latency(Some(ours)),
+            latency(peer),
+            [String::new(), String::new(), target, met],
+        ));
+        let max = |r: Option<&Run>| r.map_or(String::new(), |r| us(r.latency.max_us));
+        table.row(row(["", "wait max"], max(Some(ours)), max(peer), blank()));
+        let spread = |r: Option<&Run>| {
+            r.map_or(String::new(), |r| {
+                let min = r.per_task.first().copied().unwrap_or(0) as f64;
+                let max = r.per_task.last().copied().unwrap_or(0) as f64;
+                format!("{} – {}", thousands(min), thousands(max))
+            })
+        };
+        table.row(row(
+            ["", "sections per client"],
+            spread(Some(ours)),
+            spread(peer),
+            blank(),
+        ));
+        table.row(row(
+            ["", "CPU / section: Redis / client"],
+            cpu(Some(ours)),
+            cpu(peer),
+            blank(),
+        ));
+        let cmds = |r: Option<&Run>| {
+            r.and_then(|r| r.commands.as_ref())
+                .map_or(String::new(), |c| format!("{:.2}", c.per_section))
+        };
+        let [target, met] = verdict("contended", "commands/section");
+        table.row(row(
+            ["", "commands/section"],
+            cmds(Some(ours)),
+            cmds(peer),
+            [String::new(), String::new(), target, met],
+        ));
+        let counter = |r: Option<&Run>| {
+            r.and_then(|r| r.counter.as_ref())
+                .map_or(String::new(), |c| {
+                    if c.ok {
+                        format!("{} ok", thousands(c.found as f64))
+                    } else {
+                        format!("{} ≠ {}", c.found, c.expected)
+                    }
+                })
+        };
+        table.row(row(
+            ["", "final counter"],
+            counter(Some(ours)),
+            counter(peer),
+            [
+                String::new(),
+                String::new(),
+                "= sections".into(),
+                String::new(),
+            ],
+        ));
+    }
+    pairs(
+        &mut table,
+        "redlock3",
+        &report.redlock3,
+        seq_pairs,
+        "pairs/s",
+    );
+    if let Some(d) = &report.delayed {
+        let [target, met] = verdict("delayed", "lateness p99 (ms)");
+        let late = format!(
+            "{} / {} / {}",
+            us(d.lateness.p50_us),
+            us(d.lateness.p99_us),
+            us(d.lateness.max_us)
+        );
+        table.row(row(
+            ["delayed", "lateness p50 / p99 / max"],
+            late,
+            String::new(),
+            [String::new(), String::new(), target, met],
+        ));
+        let lost = format!("{} / {} / {}", d.lost, d.duplicates, d.early);
+        table.row(row(
+            ["", "lost / duplicates / early"],
+            lost,
+            String::new(),
+            [
+                String::new(),
+                String::new(),
+                "0 / 0 / 0".into(),
+                String::new(),
+            ],
+        ));
+    }
+    out.push_str(&table.render());
+    if let Some(why) = &report.redlock3_skipped {
+        out.push_str(&format!("\nredlock3 skipped: {why}\n"));
+    }
+    out.push_str(
+        "\nratio = latchkey / rslock (rslock has no drop-to-release: both solo rows compare with \
+         its acquire + release). of ceiling: solo unlock() and redlock3 against half the \
+         sequential EVALSHA rate (a pair is 2 round trips), solo drop against the whole of it \
+         (the release travels with the next acquire), many against half the pipelined rate, \
+         contended against a quarter of the sequential rate (acquire, GET, SET, release in a \
+         row). CPU: user + system time per operation of the Redis server and of the bench process (the \
+         clients).\n",
+    );
+    let missed: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| !c.met)
+        .map(|c| {
+            format!(
+                "{} {} ({}, target {})",
+                c.workload,
+                c.figure,
+                num(c.value),
+                c.target
+            )
+        })
+        .collect();
+    if missed.is_empty() {
+        out.push_str(&format!("targets: all {} met\n", report.checks.len()));
+    } else {
+        out.push_str(&format!(
+            "targets: {} of {} met; missed: {}\n",
+            report.checks.len() - missed.len(),
+            report.checks.len(),
+            missed.join("; ")
+        ));
+    }
+    out
+}
+
+/// Microseconds as `850 µs` / `12.3 ms`.
+fn us(micros: f64) -> String {
+    human(Duration::from_secs_f64(micros / 1e6))
+}
+
+fn num(value: f64) -> String {
+    if value >= 100.0 {
+        thousands(value)
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+fn command_line() -> String {
+    let mut args = std::env::args();
+    args.next();
+    std::iter::once("latchkey".to_owned())
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut parts = text.split_whitespace().map(|p| p.parse().unwrap_or(0.0));
+    [
+        parts.next().unwrap_or(0.0),
+        parts.next().unwrap_or(0.0),
+        parts.next().unwrap_or(0.0),
+    ]
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned())
+}

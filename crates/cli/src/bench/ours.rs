@@ -1,0 +1,164 @@
+//! The workloads, run with latchkey.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use latchkey::{Lock, RedLock};
+use redis::AsyncCommands;
+
+use super::contended;
+use super::measure::{concurrent, sequential};
+use super::{server_cpu, Run, Setup, MANY_NAMES_PER_TASK, MANY_TASKS, SOLO_NAMES};
+use crate::bench::commands::Plain;
+use crate::connect;
+
+/// How a solo pair gives the lock back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// `guard.unlock().await`: waits for Redis to confirm.
+    Unlock,
+    /// `drop(guard)`: the client's background task releases it.
+    Drop,
+}
+
+/// `solo`: one client, lock+unlock pairs in sequence on 64 rotating names.
+pub async fn solo(setup: &Setup, release: Release) -> Result<Run> {
+    let client = connect::client(&setup.url, None).await?;
+    let locks: Vec<Lock> = (0..SOLO_NAMES)
+        .map(|i| client.lock(format!("{}:solo:{i}", setup.prefix)))
+        .collect();
+    let pair = |i: u64| {
+        let lock = locks[(i % SOLO_NAMES) as usize].clone();
+        async move {
+            let started = Instant::now();
+            let guard = lock.lock().await?;
+            match release {
+                Release::Unlock => guard.unlock().await?,
+                Release::Drop => drop(guard),
+            }
+            Ok(started.elapsed())
+        }
+    };
+    sequential(None, "pairs", setup.warmup, pair).await?;
+    settle(&locks).await?;
+    let (label, variant) = match release {
+        Release::Unlock => ("solo latchkey unlock()", "unlock"),
+        Release::Drop => ("solo latchkey drop", "drop"),
+    };
+    let cpu = server_cpu(&setup.url).await?;
+    let mut measured = sequential(Some(label), "pairs", setup.duration, pair).await?;
+    // A dropped guard's release is still on its way: the pairs are done when Redis has it.
+    let settling = Instant::now();
+    settle(&locks).await?;
+    measured.elapsed += settling.elapsed();
+    let cpu = (cpu, server_cpu(&setup.url).await?);
+    Ok(Run::new("latchkey", variant, &mut measured).with_cpu(cpu))
+}
+
+/// Waits until none of `locks` is held any more (at most 5 s).
+async fn settle(locks: &[Lock]) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for lock in locks {
+        while lock.is_locked().await? {
+            if Instant::now() > deadline {
+                bail!(
+                    "the lock `{}` is still held 5 s after its guard was dropped",
+                    lock.name()
+                );
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(())
+}
+
+/// `many`: 64 tasks on one client, each with its own names.
+pub async fn many(setup: &Setup) -> Result<Run> {
+    let client = connect::client(&setup.url, None).await?;
+    let make = |t: usize| {
+        let locks: Vec<Lock> = (0..MANY_NAMES_PER_TASK)
+            .map(|j| client.lock(format!("{}:many:{t}:{j}", setup.prefix)))
+            .collect();
+        move |i: u64| {
+            let lock = locks[(i % MANY_NAMES_PER_TASK) as usize].clone();
+            async move {
+                let started = Instant::now();
+                lock.lock().await?.unlock().await?;
+                Ok(started.elapsed())
+            }
+        }
+    };
+    concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
+    let cpu = server_cpu(&setup.url).await?;
+    let mut measured = concurrent(
+        Some("many latchkey"),
+        "pairs",
+        setup.duration,
+        MANY_TASKS,
+        &make,
+    )
+    .await?;
+    let cpu = (cpu, server_cpu(&setup.url).await?);
+    Ok(Run::new("latchkey", "", &mut measured).with_cpu(cpu))
+}
+
+/// `contended`: 8 clients on one lock, a GET + SET increment inside.
+pub async fn contended(setup: &Setup) -> Result<Run> {
+    let name = format!("{}:contended:latchkey", setup.prefix);
+    let counter = format!("{name}:counter");
+    let mut workers = Vec::new();
+    for _ in 0..contended::CLIENTS {
+        let client = connect::client(&setup.url, None).await?;
+        let lock = client.lock(name.clone());
+        let conn = connect::plain(&setup.url).await?;
+        workers.push((client, lock, conn));
+    }
+    let make = |t: usize| {
+        let (_, lock, conn) = &workers[t];
+        let lock = lock.clone();
+        let conn = conn.clone();
+        let counter = counter.clone();
+        move |_: u64| {
+            let lock = lock.clone();
+            let mut conn = conn.clone();
+            let counter = counter.clone();
+            async move {
+                let asked = Instant::now();
+                let guard = lock.lock().await?;
+                let waited = asked.elapsed();
+                let value: Option<i64> = conn.get(&counter).await?;
+                let _: () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
+                guard.unlock().await?;
+                Ok(waited)
+            }
+        }
+    };
+    let no_plain = Plain {
+        get: false,
+        set: false,
+    };
+    contended::measure(setup, "latchkey", &counter, no_plain, make).await
+}
+
+/// `redlock3`: `solo` over 3 independent servers.
+pub async fn redlock3(setup: &Setup, urls: &[String]) -> Result<Run> {
+    let mut clients = Vec::new();
+    for url in urls {
+        clients.push(connect::client(url, None).await?);
+    }
+    let locks: Vec<RedLock> = (0..SOLO_NAMES)
+        .map(|i| RedLock::new(format!("{}:redlock:{i}", setup.prefix), clients.clone()))
+        .collect::<latchkey::Result<_>>()
+        .context("making the RedLocks")?;
+    let pair = |i: u64| {
+        let lock = locks[(i % SOLO_NAMES) as usize].clone();
+        async move {
+            let started = Instant::now();
+            lock.lock().await?.unlock().await?;
+            Ok(started.elapsed())
+        }
+    };
+    sequential(None, "pairs", setup.warmup, pair).await?;
+    let mut measured = sequential(Some("redlock3 latchkey"), "pairs", setup.duration, pair).await?;
+    Ok(Run::new("latchkey", "", &mut measured))
+}

@@ -1,0 +1,255 @@
+//! The command line, as clap structs.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration;
+use crate::exit;
+
+const ABOUT: &str = "Distributed locks kept in Redis (Redisson-compatible), from the shell: run a \
+command under a lock, inspect and release locks, use delayed queues, watch the demo, measure.";
+
+/// The `latchkey` command.
+#[derive(Debug, Parser)]
+#[command(name = "latchkey", version, about = ABOUT, after_help = exit::TABLE)]
+pub struct Opt {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding a lock: a distributed `flock`.
+    ///
+    /// Takes the lock (renewed by the watchdog while the command runs), runs the command with
+    /// the lock's fencing token in LATCHKEY_FENCING_TOKEN, releases the lock when it exits,
+    /// and exits with its status. SIGTERM (and SIGINT, SIGHUP, SIGQUIT that did not come from
+    /// the terminal, which delivers those to the command itself) is forwarded to the command.
+    /// If the lock is lost while the command runs, the command gets SIGTERM, then SIGKILL
+    /// after --grace, and latchkey exits 76.
+    #[command(
+        after_help = exit::TABLE,
+        override_usage = "latchkey run [OPTIONS] <LOCK> -- <COMMAND> [ARGS]..."
+    )]
+    Run(RunOpt),
+    /// Show a lock: holders, hold counts, remaining lease, fencing token, waiting clients.
+    Status(StatusOpt),
+    /// Release a lock whoever holds it (its holders see their lock lost).
+    Release(ReleaseOpt),
+    /// Offer items to a delayed queue, take ready items, show a queue's counts.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// Workers deduct stock from one Redis counter: first without a lock (oversold), then
+    /// with latchkey (exact).
+    ///
+    /// Without --redis or REDIS_URL, starts a private redis-server for the run.
+    Demo(DemoOpt),
+    /// Measure latchkey and the Rust peer rslock on fixed workloads.
+    ///
+    /// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many
+    /// (64 tasks on one client, each on its own names), contended (8 clients on one lock, a GET +
+    /// SET increment inside), redlock3 (solo over 3 independent servers), delayed (5000 items,
+    /// delays 0.5-3 s), ceiling (sequential and pipelined EVALSHA on the same server). The
+    /// ceiling is always measured. The clients run on one thread unless --multi-thread. Without
+    /// --redis or REDIS_URL, starts private redis-servers for the run.
+    Bench(BenchOpt),
+}
+
+/// How to reach Redis; flattened into every subcommand.
+#[derive(Clone, Debug, Args)]
+pub struct ConnectOpts {
+    /// Redis URL: redis://[user:password@]host:port[/db], rediss://… (TLS) or
+    /// redis+sentinel://host:port[,host:port…]/master
+    #[arg(long = "redis", env = "REDIS_URL", value_name = "URL")]
+    pub redis: Option<String>,
+}
+
+/// Options of `latchkey run`.
+#[derive(Debug, Args)]
+pub struct RunOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The lock's name (the Redis key of a Redisson RLock).
+    pub lock: String,
+    /// Give up if the lock is not free within this long (`0`: try once) and exit 75. Default:
+    /// wait as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+    /// Hold the lock for at most this long instead of renewing it: when the lease runs out the
+    /// lock is lost and the command is stopped. Default: renewed by the watchdog while the
+    /// command runs.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub lease: Option<Duration>,
+    /// The watchdog's lease: how long the lock outlives this process if it dies without
+    /// releasing it. Renewed every third of it.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    pub watchdog: Duration,
+    /// When the lock is lost: how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    pub grace: Duration,
+    /// Use a fair lock: waiters get the lock first come, first served.
+    #[arg(long)]
+    pub fair: bool,
+    /// Say on stderr when the lock is taken and released.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command to run and its arguments (after `--`).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Options of `latchkey status`.
+#[derive(Debug, Args)]
+pub struct StatusOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The lock's name.
+    pub lock: String,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `latchkey release`.
+#[derive(Debug, Args)]
+pub struct ReleaseOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The lock's name.
+    pub lock: String,
+    /// Required: release the lock whoever holds it.
+    #[arg(long, required = true)]
+    pub force: bool,
+    /// Do not ask for confirmation (needed when stdin is not a terminal).
+    #[arg(short, long)]
+    pub yes: bool,
+}
+
+/// `latchkey queue …`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Offer an item (JSON) to a delayed queue; it becomes ready after --delay.
+    Offer(QueueOfferOpt),
+    /// Take the next ready item and print it (JSON) on stdout.
+    Take(QueueTakeOpt),
+    /// Show how many items wait, are ready, are being processed and are dead letters.
+    Stats(QueueStatsOpt),
+}
+
+/// Options of `latchkey queue offer`.
+#[derive(Debug, Args)]
+pub struct QueueOfferOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The queue's name.
+    pub queue: String,
+    /// The item: a JSON value (`{"order":1001}`, `42`, `"text"`), or any text with --text.
+    pub item: String,
+    /// Take ITEM as a plain string rather than JSON.
+    #[arg(long)]
+    pub text: bool,
+    /// How long until the item becomes ready.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration::parse)]
+    pub delay: Duration,
+}
+
+/// Options of `latchkey queue take`.
+#[derive(Debug, Args)]
+pub struct QueueTakeOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The queue's name.
+    pub queue: String,
+    /// Wait at most this long for an item (`0`: look once) and exit 75 if none came. Default:
+    /// wait as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub timeout: Option<Duration>,
+}
+
+/// Options of `latchkey queue stats`.
+#[derive(Debug, Args)]
+pub struct QueueStatsOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The queue's name.
+    pub queue: String,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `latchkey demo`.
+#[derive(Debug, Args)]
+pub struct DemoOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// Units in stock at the start.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub stock: u64,
+    /// Concurrent workers (spread over --clients).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: u64,
+    /// Clients (separate connections), like separate service instances.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub clients: u64,
+}
+
+/// A benchmark workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Workload {
+    /// The same server's raw limit: sequential and pipelined EVALSHA.
+    Ceiling,
+    /// One client, sequential lock+unlock pairs on 64 rotating names.
+    Solo,
+    /// 64 tasks on one client, each on its own names.
+    Many,
+    /// 8 clients on one lock; a non-atomic GET + SET increment inside.
+    Contended,
+    /// `solo` over 3 independent servers (RedLock).
+    Redlock3,
+    /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.
+    Delayed,
+}
+
+/// Options of `latchkey bench`.
+#[derive(Debug, Args)]
+pub struct BenchOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// Workloads to run (default: all).
+    #[arg(value_enum)]
+    pub workloads: Vec<Workload>,
+    /// Print the results as JSON on stdout (progress still goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// How long each timed workload runs (after a short warm-up).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::parse)]
+    pub duration: Duration,
+    /// Do not measure the peer rslock.
+    #[arg(long)]
+    pub no_peer: bool,
+    /// Run on tokio's multi-threaded runtime (one worker per CPU) instead of one thread. On a
+    /// small machine that also runs Redis, the single thread leaves Redis a core of its own.
+    #[arg(long)]
+    pub multi_thread: bool,
+    /// The 3 servers of redlock3, comma-separated. Default: 3 private redis-servers.
+    #[arg(long, value_name = "URL,URL,URL", value_delimiter = ',')]
+    pub redlock_redis: Vec<String>,
+}

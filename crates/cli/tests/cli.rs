@@ -1,0 +1,353 @@
+//! The `latchkey` command against real redis-servers.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use latchkey::Client;
+use latchkey_test_support::RedisServer;
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_latchkey");
+
+/// `latchkey <args>`, with REDIS_URL set to `server` (as a user would; the `--redis` flag is
+/// used by the demo test) or removed.
+fn latchkey(server: Option<&RedisServer>, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    match server {
+        Some(server) => command.env("REDIS_URL", server.url()),
+        None => command.env_remove("REDIS_URL"),
+    };
+    command.args(args).kill_on_drop(true);
+    command
+}
+
+async fn output(mut command: Command) -> Output {
+    let out = command.output().await.expect("run latchkey");
+    eprintln!(
+        "--- latchkey exited {:?}\n--- stdout:\n{}--- stderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn client(server: &RedisServer) -> Client {
+    Client::connect(server.url()).await.expect("connect")
+}
+
+#[tokio::test]
+async fn run_exits_with_the_commands_status_and_passes_the_token() {
+    let server = RedisServer::spawn();
+    let out = output(latchkey(
+        Some(&server),
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo \"token=$LATCHKEY_FENCING_TOKEN lock=$LATCHKEY_LOCK\"; exit 7",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(7));
+    let first = stdout(&out);
+    assert_eq!(first.trim(), "token=1 lock=job");
+
+    // The lock was released, and the next holder gets a larger token.
+    let out = output(latchkey(
+        Some(&server),
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo $LATCHKEY_FENCING_TOKEN",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out).trim(), "2");
+    assert!(!client(&server).await.lock("job").is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn run_reports_a_missing_command() {
+    let server = RedisServer::spawn();
+    let out = output(latchkey(
+        Some(&server),
+        &["run", "job", "--", "no-such-command-here"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!client(&server).await.lock("job").is_locked().await.unwrap());
+}
+
+/// Reads `start end` lines (nanoseconds) and checks that no two intervals overlap.
+fn assert_no_overlap(log: &Path, expected: usize) {
+    let text = std::fs::read_to_string(log).expect("read the log");
+    let mut intervals: Vec<(u128, u128)> = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split_whitespace().map(|p| p.parse::<u128>().unwrap());
+            (parts.next().unwrap(), parts.next().unwrap())
+        })
+        .collect();
+    assert_eq!(intervals.len(), expected, "log:\n{text}");
+    intervals.sort();
+    for pair in intervals.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "critical sections overlap: {:?} and {:?}\nlog:\n{text}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+#[tokio::test]
+async fn runs_on_one_lock_take_turns() {
+    let server = RedisServer::spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // Each command notes when it starts and ends, with a pause between.
+    let script = format!(
+        "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"$s $e\" >> {}",
+        log.display()
+    );
+    let mut children = Vec::new();
+    for _ in 0..4 {
+        children.push(
+            latchkey(Some(&server), &["run", "turns", "--", "sh", "-c", &script])
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for mut child in children {
+        assert!(child.wait().await.unwrap().success());
+    }
+    assert_no_overlap(&log, 4);
+}
+
+#[tokio::test]
+async fn fair_runs_take_turns() {
+    let server = RedisServer::spawn();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let script = format!(
+        "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"$s $e\" >> {}",
+        log.display()
+    );
+    let mut children = Vec::new();
+    for _ in 0..3 {
+        children.push(
+            latchkey(
+                Some(&server),
+                &["run", "--fair", "fair-turns", "--", "sh", "-c", &script],
+            )
+            .spawn()
+            .unwrap(),
+        );
+    }
+    for mut child in children {
+        assert!(child.wait().await.unwrap().success());
+    }
+    assert_no_overlap(&log, 3);
+}
+
+#[tokio::test]
+async fn run_on_a_held_lock_with_wait_zero_is_busy() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let guard = client.lock("busy").lock().await.unwrap();
+    let out = output(latchkey(
+        Some(&server),
+        &["run", "--wait", "0", "busy", "--", "true"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(75));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("busy"));
+    guard.unlock().await.unwrap();
+
+    let out = output(latchkey(
+        Some(&server),
+        &["run", "--wait", "0", "busy", "--", "true"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn run_stops_the_command_when_the_lock_is_lost() {
+    let server = RedisServer::spawn();
+    let started = std::time::Instant::now();
+    let out = output(latchkey(
+        Some(&server),
+        &[
+            "run", "--lease", "500ms", "--grace", "1s", "short", "--", "sleep", "30",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(76));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LOST"));
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn status_json_describes_the_lock() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let lock = client.lock("inspected");
+    let guard = lock.lock().await.unwrap();
+    let out = output(latchkey(Some(&server), &["status", "inspected", "--json"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(json["lock"], "inspected");
+    assert_eq!(json["locked"], true);
+    assert_eq!(json["holders"][0]["owner"], lock.owner_id());
+    assert_eq!(json["holders"][0]["holds"], 1);
+    assert_eq!(json["fencing_token"], guard.fencing_token());
+    assert!(json["remaining_lease_ms"].as_u64().unwrap() > 0);
+    guard.unlock().await.unwrap();
+
+    let out = output(latchkey(Some(&server), &["status", "inspected", "--json"])).await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(json["locked"], false);
+    assert_eq!(json["holders"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn release_force_yes_frees_a_held_lock() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let lock = client.lock("stuck");
+    let guard = lock.lock().await.unwrap();
+
+    // Without --yes and without a terminal it refuses.
+    let mut refused = latchkey(Some(&server), &["release", "stuck", "--force"]);
+    refused.stdin(std::process::Stdio::null());
+    assert_eq!(output(refused).await.status.code(), Some(1));
+    assert!(lock.is_locked().await.unwrap());
+
+    let out = output(latchkey(
+        Some(&server),
+        &["release", "stuck", "--force", "--yes"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!lock.is_locked().await.unwrap());
+    assert!(guard.unlock().await.unwrap_err().is_not_owner());
+}
+
+#[tokio::test]
+async fn demo_oversells_without_the_lock_and_not_with_it() {
+    let server = RedisServer::spawn();
+    let url = server.url();
+    let out = output(latchkey(None, &["demo", "--redis", &url, "--stock", "300"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("with latchkey"))
+        .expect("a row for the locked phase");
+    let cells: Vec<&str> = row["with latchkey".len()..].split_whitespace().collect();
+    assert_eq!(
+        &cells[..3],
+        ["300", "0", "0"],
+        "sold, stock left, oversold: {row}"
+    );
+    assert!(text.contains("0 oversold"));
+}
+
+#[tokio::test]
+async fn demo_starts_a_private_server_without_a_url() {
+    let out = output(latchkey(None, &["demo", "--stock", "50"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("private redis-server"));
+}
+
+#[tokio::test]
+async fn bench_solo_json_parses() {
+    let server = RedisServer::spawn();
+    let out = output(latchkey(
+        Some(&server),
+        &["bench", "solo", "--json", "--duration", "300ms"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let solo = json["solo"].as_array().expect("solo runs");
+    let variants: Vec<(&str, &str)> = solo
+        .iter()
+        .map(|r| {
+            (
+                r["library"].as_str().unwrap(),
+                r["variant"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        variants,
+        [("latchkey", "unlock"), ("latchkey", "drop"), ("rslock", "")]
+    );
+    for run in solo {
+        assert!(run["count"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+    }
+    assert!(json["ceiling"]["sequential_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["correct"], true);
+    assert!(json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["workload"] == "solo"));
+}
+
+#[tokio::test]
+async fn queue_offer_take_and_stats() {
+    let server = RedisServer::spawn();
+    let out = output(latchkey(
+        Some(&server),
+        &[
+            "queue",
+            "offer",
+            "jobs",
+            r#"{"order":1001}"#,
+            "--delay",
+            "300ms",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let out = output(latchkey(
+        Some(&server),
+        &["queue", "stats", "jobs", "--json"],
+    ))
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["delayed"].as_u64().unwrap() + json["ready"].as_u64().unwrap(),
+        1
+    );
+    let out = output(latchkey(
+        Some(&server),
+        &["queue", "take", "jobs", "--timeout", "10s"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let item: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(item["order"], 1001);
+    let out = output(latchkey(
+        Some(&server),
+        &["queue", "take", "jobs", "--timeout", "0"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(75));
+}
