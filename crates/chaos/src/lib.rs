@@ -7,13 +7,18 @@
 //! fencing-token duplicates and inversions, and stale writes accepted by the
 //! fencing store; the [`Report`] can be rendered as a Markdown table row
 //! ([`report::markdown_row`]).
+//!
+//! The worker processes are the `chaos-worker` binary ([`worker`]); the
+//! scenario tests drive them, the servers and the faults with [`harness`].
 
 #![warn(missing_docs)]
 
 pub mod checker;
+pub mod harness;
 pub mod history;
 pub mod report;
 pub mod store;
+pub mod worker;
 
 pub use checker::{check, CheckError, CheckOptions, Leftovers, Mode, Report};
 pub use history::{now_ns, read_histories, Event, EventKind, HistoryError, HistoryWriter};

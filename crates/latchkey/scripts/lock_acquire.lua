@@ -80,12 +80,16 @@ if lock_type == 'none' then
 end
 
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local holds = 1
     if ARGV[6] == '1' then
+        -- A stranded hold taken over: a new critical section, so a new fencing token (INCR
+        -- before the write, as above). Reusing the old token would let fenced storage take a
+        -- late write of the stranded hold for one of this new hold.
+        local token = redis.call('incr', KEYS[2])
         redis.call('hset', KEYS[1], ARGV[2], 1)
-    else
-        holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return {1, token, 1}
     end
+    local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
     return {1, token, holds}

@@ -730,7 +730,8 @@ impl Client {
     }
 }
 
-/// Checks an object name: non-empty and at most [`MAX_NAME_LEN`] bytes.
+/// Checks an object name: non-empty, at most [`MAX_NAME_LEN`] bytes, no reserved prefix, and
+/// not one whole hash tag (see [`whole_name_hash_tag`]).
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::invalid(
@@ -747,6 +748,16 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             ),
         ));
     }
+    if let Some(tag) = whole_name_hash_tag(name) {
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "`{name}` is one hash tag and would share its derived keys (fencing counter, \
+                 channel, queues) with the object `{tag}`; name it `{tag}`, which already keeps \
+                 all its keys in one cluster slot, or put text outside the braces"
+            ),
+        ));
+    }
     if name.len() > MAX_NAME_LEN {
         return Err(Error::invalid(
             "name",
@@ -757,6 +768,14 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `Some(X)` when `name` is `{X}` and `X` has no `{`: Redisson's `prefixName` / `suffixName`
+/// derive the same keys for `{X}` and for `X` (`prefix:{X}`), so the two would share their
+/// fencing counter, channels and queues. Such names are refused.
+fn whole_name_hash_tag(name: &str) -> Option<&str> {
+    let tag = name.strip_prefix('{')?.strip_suffix('}')?;
+    (!tag.contains('{')).then_some(tag)
 }
 
 /// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
@@ -803,6 +822,14 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(check_name("orders:{1001}").is_ok());
+        assert!(check_name("{1001}:orders").is_ok());
+        assert!(check_name("{a}{b}").is_ok());
+        for whole_tag in ["{a}", "{}", "{a}b}", "{orders:1001}"] {
+            assert!(
+                check_name(whole_tag).unwrap_err().is_invalid_argument(),
+                "{whole_tag}"
+            );
+        }
         assert!(check_lease(Duration::ZERO)
             .unwrap_err()
             .is_invalid_argument());

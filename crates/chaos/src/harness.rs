@@ -1,0 +1,872 @@
+//! Driving a chaos run: worker processes, the holder-targeting faults, and
+//! the leftover accounting after the run quiesces.
+//!
+//! A scenario test starts its servers with `latchkey_test_support`, then a
+//! [`Run`] of `chaos-worker` processes (one per worker slot) sharing a run
+//! directory, injects its faults (for faults aimed at the lock holder it asks
+//! [`Run::stop_holder`] for a process that is provably inside its critical
+//! section), tells the workers to stop ([`Run::stop_workers`]), waits for them
+//! ([`Run::wait`]), checks the merged history, and accounts for what is left in
+//! Redis with [`quiesce`].
+//!
+//! Everything here is synchronous (threads and blocking calls), so it runs the
+//! same from a plain `#[test]`. Child processes are spawned from the calling
+//! thread (the kernel kills them if it dies: the worker sets
+//! `PR_SET_PDEATHSIG`) and are killed when the [`Run`] is dropped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::checker::Leftovers;
+use crate::history::{now_ns, read_histories, read_history_file, Event, EventKind, HistoryWriter};
+use crate::worker::{owner_file, stop_file, summary_file, WorkerConfig, WorkerSummary};
+
+/// Whether the long soak was asked for (`LATCHKEY_SOAK=1`, or any value but
+/// `0` and the empty string).
+pub fn soak() -> bool {
+    std::env::var("LATCHKEY_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reads the state letter of `/proc/PID/stat` (`R`, `S`, `T`, `Z`, …).
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().next()?.chars().next()
+}
+
+/// Sends `signal` to `pid`; returns whether the call succeeded.
+pub fn send_signal(pid: u32, signal: libc::c_int) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// Polls `condition` every `every` until it holds or `within` passes;
+/// returns whether it held.
+pub fn poll_until(within: Duration, every: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// A blocking admin connection that reconnects after errors (the server may
+/// be restarted under it) and never waits long.
+pub struct Admin {
+    client: redis::Client,
+    conn: Option<redis::Connection>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field(
+                "addr",
+                &self.client.get_connection_info().addr().to_string(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// An admin connection for `client` (made on first use), with 2 s
+    /// timeouts.
+    pub fn new(client: redis::Client) -> Admin {
+        Admin {
+            client,
+            conn: None,
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// Runs `cmd`; after an error the connection is dropped and made again
+    /// by the next call.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors and error replies.
+    pub fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        let reused = self.conn.is_some();
+        match self.try_query(cmd) {
+            // A connection made before a server restart fails once: try again on a new one.
+            Err(e) if reused && self.conn.is_none() && !e.is_timeout() => self.try_query(cmd),
+            result => result,
+        }
+    }
+
+    fn try_query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        if self.conn.is_none() {
+            let conn = self.client.get_connection_with_timeout(self.timeout)?;
+            conn.set_read_timeout(Some(self.timeout))?;
+            conn.set_write_timeout(Some(self.timeout))?;
+            self.conn = Some(conn);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        let result = cmd.query(conn);
+        if let Err(e) = &result {
+            if e.is_io_error()
+                || e.is_timeout()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+            {
+                self.conn = None;
+            }
+        }
+        result
+    }
+
+    /// The owner fields of the lock hash `name` (empty when it is free or
+    /// the server cannot be asked).
+    pub fn holders(&mut self, name: &str) -> Vec<String> {
+        self.query(redis::cmd("HKEYS").arg(name))
+            .unwrap_or_default()
+    }
+}
+
+/// Where a worker process is in its loop, judged from its history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriticalSection {
+    /// The holding process (owner id).
+    pub process: String,
+    /// Its fencing token.
+    pub token: u64,
+    /// When it got the lock (`CLOCK_MONOTONIC` ns).
+    pub acquired_ns: u64,
+    /// Writes it started in this critical section.
+    pub writes_started: u32,
+    /// Its last recorded event.
+    pub last: EventKind,
+}
+
+/// The critical section a worker is in according to its `events` (one
+/// worker's history in file order): the last `AcquireOk` not followed by a
+/// `ReleaseInvoke` or `LostSignal` of the same process.
+pub fn critical_section(events: &[Event]) -> Option<CriticalSection> {
+    let mut current: Option<CriticalSection> = None;
+    for event in events {
+        match &event.kind {
+            EventKind::AcquireOk { fencing_token } => {
+                current = Some(CriticalSection {
+                    process: event.process.clone(),
+                    token: *fencing_token,
+                    acquired_ns: event.time_ns,
+                    writes_started: 0,
+                    last: event.kind.clone(),
+                });
+            }
+            EventKind::ReleaseInvoke | EventKind::LostSignal => {
+                if current.as_ref().is_some_and(|c| c.process == event.process) {
+                    current = None;
+                }
+            }
+            kind => {
+                if let Some(c) = current.as_mut().filter(|c| c.process == event.process) {
+                    if let EventKind::WriteInvoke { .. } = kind {
+                        c.writes_started += 1;
+                    }
+                    c.last = kind.clone();
+                }
+            }
+        }
+    }
+    current
+}
+
+/// A worker process stopped (SIGSTOP) inside its critical section by
+/// [`Run::stop_holder`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppedHolder {
+    /// The worker slot.
+    pub worker: u32,
+    /// Its process id.
+    pub pid: u32,
+    /// What it was doing when it stopped.
+    pub section: CriticalSection,
+    /// When it was stopped (`CLOCK_MONOTONIC` ns).
+    pub stopped_ns: u64,
+}
+
+struct Slot {
+    worker: u32,
+    child: Option<Child>,
+    pid: u32,
+    /// Processes started for this slot so far.
+    started: u32,
+}
+
+/// The worker processes of one chaos run and their run directory.
+pub struct Run {
+    dir: PathBuf,
+    bin: PathBuf,
+    template: WorkerConfig,
+    slots: Vec<Slot>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("dir", &self.dir)
+            .field("workers", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// Empties `dir` and starts `workers` processes of the worker binary
+    /// `bin`, slot `i` with `template` for worker `i` in `dir`.
+    ///
+    /// # Panics
+    ///
+    /// If the directory cannot be prepared or a process cannot start.
+    pub fn start(bin: &Path, dir: &Path, template: &WorkerConfig, workers: u32) -> Run {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .unwrap_or_else(|e| panic!("cannot empty {}: {e}", dir.display()));
+        }
+        std::fs::create_dir_all(dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        let mut run = Run {
+            dir: dir.to_path_buf(),
+            bin: bin.to_path_buf(),
+            template: template.clone(),
+            slots: Vec::new(),
+        };
+        for worker in 0..workers {
+            run.slots.push(Slot {
+                worker,
+                child: None,
+                pid: 0,
+                started: 0,
+            });
+            run.respawn(worker);
+        }
+        run
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration worker `worker` runs with.
+    pub fn config(&self, worker: u32) -> WorkerConfig {
+        let mut config = self.template.clone();
+        config.worker = worker;
+        config.dir = self.dir.clone();
+        config
+    }
+
+    fn slot(&mut self, worker: u32) -> &mut Slot {
+        self.slots
+            .iter_mut()
+            .find(|s| s.worker == worker)
+            .unwrap_or_else(|| panic!("no worker slot {worker}"))
+    }
+
+    /// Starts a (new) process for slot `worker`, e.g. after it was killed.
+    /// Its stderr goes to `worker-NNNNN.log` in the run directory.
+    ///
+    /// # Panics
+    ///
+    /// If the process cannot be started.
+    pub fn respawn(&mut self, worker: u32) {
+        let config = self.config(worker);
+        let json = serde_json::to_string(&config).expect("a worker config serializes");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("worker-{worker:05}.log")))
+            .expect("open the worker log");
+        let _ = std::fs::remove_file(owner_file(&self.dir, worker));
+        let child = Command::new(&self.bin)
+            .arg(json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        let slot = self.slot(worker);
+        slot.pid = child.id();
+        slot.child = Some(child);
+        slot.started += 1;
+    }
+
+    /// The workers' slots.
+    pub fn workers(&self) -> Vec<u32> {
+        self.slots.iter().map(|s| s.worker).collect()
+    }
+
+    /// How many processes were started in all (restarts included).
+    pub fn processes_started(&self) -> u32 {
+        self.slots.iter().map(|s| s.started).sum()
+    }
+
+    /// The process id of slot `worker`'s current process.
+    pub fn pid(&self, worker: u32) -> u32 {
+        self.slots
+            .iter()
+            .find(|s| s.worker == worker)
+            .map_or(0, |s| s.pid)
+    }
+
+    /// The owner id slot `worker`'s current process uses (once it has
+    /// connected).
+    pub fn owner(&self, worker: u32) -> Option<String> {
+        std::fs::read_to_string(owner_file(&self.dir, worker))
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The slot whose current process uses `owner`.
+    pub fn worker_of(&self, owner: &str) -> Option<u32> {
+        self.slots
+            .iter()
+            .map(|s| s.worker)
+            .find(|&w| self.owner(w).as_deref() == Some(owner))
+    }
+
+    /// Slot `worker`'s history so far (all its processes).
+    pub fn history(&self, worker: u32) -> Vec<Event> {
+        let path = self.dir.join(HistoryWriter::file_name(worker));
+        read_history_file(&path)
+            .map(|h| h.events)
+            .unwrap_or_default()
+    }
+
+    /// The merged history of every worker.
+    ///
+    /// # Panics
+    ///
+    /// If a history file is corrupt.
+    pub fn events(&self) -> Vec<Event> {
+        read_histories(&self.dir)
+            .unwrap_or_else(|e| panic!("cannot read the histories in {}: {e}", self.dir.display()))
+    }
+
+    /// How many `AcquireOk` events were recorded after `since_ns`.
+    pub fn acquired_since(&self, since_ns: u64) -> usize {
+        self.workers()
+            .into_iter()
+            .flat_map(|w| self.history(w))
+            .filter(|e| e.time_ns > since_ns && matches!(e.kind, EventKind::AcquireOk { .. }))
+            .count()
+    }
+
+    /// Waits until at least `n` acquisitions were recorded after `since_ns`
+    /// (every worker recovered from a fault), or `within` passes; returns
+    /// whether they were.
+    pub fn wait_for_progress(&self, since_ns: u64, n: usize, within: Duration) -> bool {
+        poll_until(within, Duration::from_millis(50), || {
+            self.acquired_since(since_ns) >= n
+        })
+    }
+
+    /// Whether slot `worker`'s process is still running (reaps it if not).
+    pub fn is_running(&mut self, worker: u32) -> bool {
+        let slot = self.slot(worker);
+        match slot.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Stops slot `worker`'s process with SIGSTOP and waits until the kernel
+    /// reports it stopped.
+    pub fn stop_process(&self, worker: u32) {
+        let pid = self.pid(worker);
+        send_signal(pid, libc::SIGSTOP);
+        poll_until(Duration::from_secs(5), Duration::from_millis(1), || {
+            proc_state(pid).is_none_or(|s| s == 'T' || s == 't')
+        });
+    }
+
+    /// Continues slot `worker`'s process (SIGCONT).
+    pub fn continue_process(&self, worker: u32) {
+        send_signal(self.pid(worker), libc::SIGCONT);
+    }
+
+    /// Kills slot `worker`'s process with SIGKILL and reaps it.
+    pub fn kill(&mut self, worker: u32) {
+        let slot = self.slot(worker);
+        if let Some(mut child) = slot.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Finds the process holding lock `lock_name` (asking Redis through
+    /// `admin`), stops it with SIGSTOP, and checks its history: if it is
+    /// inside its critical section and `accept` approves of what it was
+    /// doing, it stays stopped and is returned; otherwise (it released in
+    /// the meantime, or has not recorded its `AcquireOk` yet) it is continued
+    /// and the search starts again. `None` if no such holder was found
+    /// within `within`.
+    pub fn stop_holder(
+        &self,
+        admin: &mut Admin,
+        lock_name: &str,
+        within: Duration,
+        mut accept: impl FnMut(&CriticalSection) -> bool,
+    ) -> Option<StoppedHolder> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            let holders = admin.holders(lock_name);
+            let Some(worker) = holders.iter().find_map(|owner| self.worker_of(owner)) else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            self.stop_process(worker);
+            let stopped_ns = now_ns();
+            let section = critical_section(&self.history(worker));
+            match section {
+                Some(section) if accept(&section) => {
+                    return Some(StoppedHolder {
+                        worker,
+                        pid: self.pid(worker),
+                        section,
+                        stopped_ns,
+                    })
+                }
+                _ => {
+                    self.continue_process(worker);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+        None
+    }
+
+    /// Tells every worker to stop after its current critical section (the
+    /// stop file).
+    ///
+    /// # Panics
+    ///
+    /// If the stop file cannot be written.
+    pub fn stop_workers(&self) {
+        std::fs::write(stop_file(&self.dir), b"stop\n").expect("write the stop file");
+    }
+
+    /// Waits until every worker process has exited, at most `within`; then
+    /// kills the stragglers. Returns each slot's exit status, or an error
+    /// naming the slots that had to be killed.
+    ///
+    /// # Errors
+    ///
+    /// The workers that did not stop by themselves.
+    pub fn wait(&mut self, within: Duration) -> Result<Vec<(u32, ExitStatus)>, String> {
+        let deadline = Instant::now() + within;
+        let mut statuses = Vec::new();
+        let mut stuck = Vec::new();
+        for slot in &mut self.slots {
+            let Some(child) = slot.child.as_mut() else {
+                continue;
+            };
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        statuses.push((slot.worker, status));
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => {
+                        send_signal(slot.pid, libc::SIGCONT);
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        stuck.push(slot.worker);
+                        break;
+                    }
+                }
+            }
+            slot.child = None;
+        }
+        if stuck.is_empty() {
+            Ok(statuses)
+        } else {
+            Err(format!(
+                "workers {stuck:?} did not stop within {within:?} and were killed"
+            ))
+        }
+    }
+
+    /// The summaries of the workers that stopped normally.
+    pub fn summaries(&self) -> Vec<(u32, WorkerSummary)> {
+        self.workers()
+            .into_iter()
+            .filter_map(|w| {
+                let text = std::fs::read_to_string(summary_file(&self.dir, w)).ok()?;
+                Some((w, serde_json::from_str(&text).ok()?))
+            })
+            .collect()
+    }
+
+    /// The tail of slot `worker`'s log (its stderr), for failure messages.
+    pub fn log(&self, worker: u32) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("worker-{worker:05}.log")))
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(child) = slot.child.as_mut() {
+                send_signal(slot.pid, libc::SIGCONT);
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The keys of lock `name` (latchkey's layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKeyNames {
+    /// The lock hash.
+    pub lock: String,
+    /// The fencing counter (never expires, by design).
+    pub token: String,
+    /// The unlock channel.
+    pub channel: String,
+    /// The wait queue (expires by itself).
+    pub queue: String,
+    /// The waiters' liveness hash (expires by itself).
+    pub alive: String,
+    /// The hand-off reservation (expires by itself).
+    pub hand_off: String,
+}
+
+impl LockKeyNames {
+    /// The names for lock `name`: `<prefix>:{<name>}`, or `<prefix>:<name>`
+    /// when the name has a `{` of its own (Redisson's `prefixName`, which
+    /// latchkey follows so that every key of a lock shares its cluster slot).
+    pub fn new(name: &str) -> LockKeyNames {
+        let derived = |prefix: &str| {
+            if name.contains('{') {
+                format!("{prefix}:{name}")
+            } else {
+                format!("{prefix}:{{{name}}}")
+            }
+        };
+        LockKeyNames {
+            lock: name.to_owned(),
+            token: derived("redisson_lock_token"),
+            channel: derived("redisson_lock__channel"),
+            queue: derived("latchkey_lock_queue"),
+            alive: derived("latchkey_lock_alive"),
+            hand_off: derived("latchkey_lock_handoff"),
+        }
+    }
+}
+
+/// What [`quiesce`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quiesced {
+    /// What was left once everything that expires by itself had expired.
+    pub leftovers: Leftovers,
+    /// The fencing counter's value (`None`: absent).
+    pub token_counter: Option<u64>,
+    /// Whether the fencing counter has no expiry, as designed.
+    pub token_counter_persistent: bool,
+    /// Every key present when the workers had stopped, with its type and
+    /// PTTL in ms.
+    pub keys_at_stop: BTreeMap<String, (String, i64)>,
+    /// How long it took until only the fencing counter was left.
+    pub settled_after: Option<Duration>,
+}
+
+impl Quiesced {
+    /// One line for reports: what was there when the workers stopped and how
+    /// it went away.
+    pub fn accounting(&self) -> String {
+        let mut parts: Vec<String> = self
+            .keys_at_stop
+            .iter()
+            .map(|(key, (kind, pttl))| format!("{key} ({kind}, pttl {pttl} ms)"))
+            .collect();
+        if parts.is_empty() {
+            parts.push("no keys".into());
+        }
+        format!(
+            "at stop: {}; fencing counter {:?} ({}); settled after {}",
+            parts.join(", "),
+            self.token_counter,
+            if self.token_counter_persistent {
+                "no expiry"
+            } else {
+                "HAS AN EXPIRY"
+            },
+            self.settled_after
+                .map_or_else(|| "never".to_owned(), |d| format!("{} ms", d.as_millis()))
+        )
+    }
+}
+
+/// The longest a key of latchkey's wait queue lives: a waiter registers
+/// until its next attempt (at most 2 s away) plus 2 s of slack.
+pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
+
+impl Quiesced {
+    /// What was wrong with the keys present when the workers stopped, given
+    /// lock `name` and the longest lease used: the fencing counter must have
+    /// no expiry, the lock hash an expiry of at most `max_lease_ms`, the wait
+    /// queue keys one of at most [`WAIT_QUEUE_TTL_MS`]; no other key may
+    /// exist. Empty when everything is accounted for.
+    pub fn unaccounted_keys(&self, name: &str, max_lease_ms: i64) -> Vec<String> {
+        let names = LockKeyNames::new(name);
+        let mut problems = Vec::new();
+        for (key, (kind, pttl)) in &self.keys_at_stop {
+            let ok = if *key == names.token {
+                kind == "string" && *pttl == -1
+            } else if *key == names.lock {
+                kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
+            } else if *key == names.queue || *key == names.alive || *key == names.hand_off {
+                *pttl > 0 && *pttl <= WAIT_QUEUE_TTL_MS
+            } else {
+                false
+            };
+            if !ok {
+                problems.push(format!("{key} ({kind}, pttl {pttl} ms)"));
+            }
+        }
+        problems
+    }
+}
+
+fn scan_keys(admin: &mut Admin) -> Vec<String> {
+    let mut keys = BTreeSet::new();
+    let mut cursor = 0u64;
+    loop {
+        let Ok((next, batch)): redis::RedisResult<(u64, Vec<String>)> =
+            admin.query(redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000))
+        else {
+            break;
+        };
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    keys.into_iter().collect()
+}
+
+fn key_type(admin: &mut Admin, key: &str) -> String {
+    admin
+        .query(redis::cmd("TYPE").arg(key))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn pttl(admin: &mut Admin, key: &str) -> i64 {
+    admin.query(redis::cmd("PTTL").arg(key)).unwrap_or(-3)
+}
+
+/// Subscribed channels with their subscriber counts: the lock's unlock
+/// channel (`PUBSUB NUMSUB`), and every other channel `PUBSUB CHANNELS` lists
+/// except Sentinel's own `__sentinel__:*`.
+pub fn subscribed_channels(admin: &mut Admin, lock_name: &str) -> Vec<(String, i64)> {
+    let mut channels: Vec<String> = admin
+        .query(&redis::cmd("PUBSUB").arg("CHANNELS").to_owned())
+        .unwrap_or_default();
+    channels.retain(|c| !c.starts_with("__sentinel__:"));
+    let own = LockKeyNames::new(lock_name).channel;
+    if !channels.contains(&own) {
+        channels.push(own);
+    }
+    let mut out = Vec::new();
+    for channel in channels {
+        let numsub: (String, i64) = admin
+            .query(redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel))
+            .unwrap_or((channel.clone(), -1));
+        if numsub.1 != 0 {
+            out.push(numsub);
+        }
+    }
+    out
+}
+
+/// Waits (at most `settle`) until the lock server holds nothing of lock
+/// `name` but its fencing counter and nobody is subscribed to anything, then
+/// accounts for what is left:
+///
+/// * `lock_keys`: the lock hash, and any key that is not one of the lock's
+///   (the fencing counter `redisson_lock_token:{name}` is expected and never
+///   expires: it is not a leftover);
+/// * `hold_counts`: the fields of the lock hash;
+/// * `queue_entries`: members of `latchkey_lock_queue:{name}` and
+///   `latchkey_lock_alive:{name}`, and the hand-off reservation, still there
+///   after `settle` (they expire within seconds by design);
+/// * `subscriptions`: channels with subscribers (`PUBSUB CHANNELS`), and the
+///   worker processes that reported subscriptions or tracked holds when
+///   they stopped (`summaries`).
+///
+/// Call it after every worker process has exited.
+pub fn quiesce(
+    admin: &mut Admin,
+    name: &str,
+    settle: Duration,
+    summaries: &[(u32, WorkerSummary)],
+) -> Quiesced {
+    let names = LockKeyNames::new(name);
+    let started = Instant::now();
+    let mut quiesced = Quiesced::default();
+    for key in scan_keys(admin) {
+        let kind = key_type(admin, &key);
+        let ttl = pttl(admin, &key);
+        quiesced.keys_at_stop.insert(key, (kind, ttl));
+    }
+    let clean = |admin: &mut Admin| {
+        scan_keys(admin).iter().all(|k| *k == names.token)
+            && subscribed_channels(admin, name).is_empty()
+    };
+    if poll_until(settle, Duration::from_millis(50), || clean(admin)) {
+        quiesced.settled_after = Some(started.elapsed());
+    }
+    let mut leftovers = Leftovers::default();
+    for key in scan_keys(admin) {
+        if key == names.token {
+            continue;
+        }
+        if key == names.lock {
+            let fields: Vec<(String, u64)> = admin
+                .query(redis::cmd("HGETALL").arg(&key))
+                .unwrap_or_default();
+            for (owner, holds) in fields {
+                leftovers.hold_counts.insert(owner, holds);
+            }
+            leftovers.lock_keys.push(key);
+        } else if key == names.queue {
+            let members: Vec<String> = admin
+                .query(redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1))
+                .unwrap_or_default();
+            leftovers
+                .queue_entries
+                .extend(members.into_iter().map(|m| format!("{key}: {m}")));
+        } else if key == names.alive {
+            let members: Vec<String> = admin
+                .query(redis::cmd("HKEYS").arg(&key))
+                .unwrap_or_default();
+            leftovers
+                .queue_entries
+                .extend(members.into_iter().map(|m| format!("{key}: {m}")));
+        } else if key == names.hand_off {
+            leftovers.queue_entries.push(key);
+        } else {
+            leftovers.lock_keys.push(key);
+        }
+    }
+    for (channel, n) in subscribed_channels(admin, name) {
+        leftovers
+            .subscriptions
+            .push(format!("{channel} ({n} subscribers)"));
+    }
+    for (worker, summary) in summaries {
+        if summary.subscriptions_at_exit > 0 {
+            leftovers.subscriptions.push(format!(
+                "worker {worker}: {} channels still subscribed at exit",
+                summary.subscriptions_at_exit
+            ));
+        }
+        if summary.tracked_locks_at_exit > 0 {
+            leftovers.hold_counts.insert(
+                format!("worker {worker} (client registry)"),
+                summary.tracked_locks_at_exit as u64,
+            );
+        }
+    }
+    let counter: Option<String> = admin
+        .query(redis::cmd("GET").arg(&names.token))
+        .unwrap_or(None);
+    quiesced.token_counter = counter.and_then(|c| c.parse().ok());
+    quiesced.token_counter_persistent = pttl(admin, &names.token) == -1;
+    quiesced.leftovers = leftovers;
+    quiesced
+}
+
+/// Writes `row` (a Markdown table row) and `notes` to `<dir>/row.md` and
+/// prints them, so that `RELIABILITY.md` can be assembled from a real run.
+pub fn publish_row(dir: &Path, row: &str, notes: &str) {
+    let text = format!("{row}\n{notes}\n");
+    let _ = std::fs::write(dir.join("row.md"), &text);
+    println!("{text}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(op: u64, t: u64, process: &str, kind: EventKind) -> Event {
+        Event::new(0, process, op, t, kind)
+    }
+
+    #[test]
+    fn critical_section_follows_the_last_hold() {
+        let mut events = vec![
+            ev(0, 1, "a", EventKind::AcquireInvoke),
+            ev(0, 2, "a", EventKind::AcquireOk { fencing_token: 4 }),
+        ];
+        let cs = critical_section(&events).unwrap();
+        assert_eq!((cs.token, cs.writes_started), (4, 0));
+        events.push(ev(
+            1,
+            3,
+            "a",
+            EventKind::WriteInvoke {
+                token: 4,
+                value: "v".into(),
+            },
+        ));
+        assert_eq!(critical_section(&events).unwrap().writes_started, 1);
+        events.push(ev(1, 4, "a", EventKind::WriteOk));
+        assert_eq!(critical_section(&events).unwrap().last, EventKind::WriteOk);
+        events.push(ev(2, 5, "a", EventKind::ReleaseInvoke));
+        assert!(critical_section(&events).is_none());
+        events.push(ev(3, 6, "a", EventKind::AcquireInvoke));
+        events.push(ev(3, 7, "a", EventKind::AcquireOk { fencing_token: 9 }));
+        events.push(ev(3, 8, "a", EventKind::LostSignal));
+        assert!(critical_section(&events).is_none());
+        // A restarted process does not inherit its predecessor's hold.
+        events.push(ev(4, 9, "b", EventKind::AcquireInvoke));
+        events.push(ev(4, 10, "b", EventKind::AcquireOk { fencing_token: 11 }));
+        assert_eq!(critical_section(&events).unwrap().process, "b");
+    }
+
+    #[test]
+    fn key_names_follow_the_library_layout() {
+        let names = LockKeyNames::new("a");
+        assert_eq!(names.token, "redisson_lock_token:{a}");
+        assert_eq!(names.channel, "redisson_lock__channel:{a}");
+        assert_eq!(names.hand_off, "latchkey_lock_handoff:{a}");
+        let names = LockKeyNames::new("a:{b}");
+        assert_eq!(names.lock, "a:{b}");
+        assert_eq!(names.token, "redisson_lock_token:a:{b}");
+        assert_eq!(names.channel, "redisson_lock__channel:a:{b}");
+        assert_eq!(names.queue, "latchkey_lock_queue:a:{b}");
+        assert_eq!(names.alive, "latchkey_lock_alive:a:{b}");
+    }
+
+    #[test]
+    fn process_states_are_read_from_proc() {
+        assert!(proc_state(std::process::id()).is_some());
+        assert!(proc_state(u32::MAX).is_none());
+    }
+}
