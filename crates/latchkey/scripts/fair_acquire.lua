@@ -14,6 +14,10 @@
 --          wait (do not queue it)
 -- ARGV[5]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
 -- ARGV[6]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+-- ARGV[7]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
+--          a hold of its owner id found in Redis is then stranded (an acquire whose answer was
+--          lost, an unlock that never arrived) and is taken over as a new hold (one hold, a new
+--          fencing token) instead of re-entered
 --
 -- Returns {1, fencing_token, hold_count} when the caller holds the lock afterwards, or
 -- {0, retry_after_ms, queued} when it does not: retry_after_ms is when the obstacle (the
@@ -82,6 +86,15 @@ end
 local head_changed = purge()
 
 if lock_type == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
+    if ARGV[7] == '1' then
+        -- A stranded hold taken over: a new critical section, so a new fencing token (INCR
+        -- first: it fails on a corrupt counter before anything is written).
+        local token = redis.call('incr', KEYS[2])
+        redis.call('hset', KEYS[1], owner, 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        leave_queue()
+        return {1, token, 1}
+    end
     local holds = redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     leave_queue()

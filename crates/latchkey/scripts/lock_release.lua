@@ -22,58 +22,63 @@ local publish = ARGV[5]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+-- HGET fails on a key of another type before anything is written; a missing key or field is
+-- not ours (nothing changes).
+local held = redis.pcall('hget', KEYS[1], ARGV[3])
+if type(held) == 'table' and held.err then
+    local found = redis.call('type', KEYS[1])['ok']
+    return redis.error_reply('WRONGTYPE lock key holds a ' .. found .. ', not a hash')
+end
+if not held then
     return -1
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
--- Hand off only when the helper keys have the expected types (never overwrite other data).
-local function types_ok()
-    local queue_type = redis.call('type', KEYS[3])['ok']
-    local alive_type = redis.call('type', KEYS[4])['ok']
-    local reservation_type = redis.call('type', KEYS[5])['ok']
-    return queue_type == 'zset' and (alive_type == 'none' or alive_type == 'hash')
-        and (reservation_type == 'none' or reservation_type == 'string')
-end
-
-local hand_off = types_ok()
-
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    return -1
-end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local holds = tonumber(held) - 1
 if holds > 0 then
+    redis.call('hset', KEYS[1], ARGV[3], holds)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return holds
 end
 redis.call('del', KEYS[1])
+
+-- The earliest-arrived live waiting client, if any. The helper keys are only read and written
+-- when they have the expected types: ZRANGE and HGET refuse other types (pcall: the release
+-- itself stands), and nothing is written before both were read.
 local function pick_next()
+    local head = redis.pcall('zrange', KEYS[3], 0, 0)
+    if type(head) ~= 'table' or head.err or not head[1] then
+        return nil
+    end
+    local reserved = redis.pcall('get', KEYS[5])
+    if type(reserved) == 'table' and reserved.err then
+        return nil
+    end
     local now = redis.call('time')
     local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
+    local candidate = head[1]
     for _ = 1, 16 do
-        local head = redis.call('zrange', KEYS[3], 0, 0)[1]
-        if not head then
-            return nil
+        local alive = redis.pcall('hget', KEYS[4], candidate)
+        if type(alive) == 'table' then
+            return nil -- the liveness key holds another type: no hand-off
         end
-        local alive = tonumber(redis.call('hget', KEYS[4], head))
-        redis.call('zrem', KEYS[3], head)
-        redis.call('hdel', KEYS[4], head)
+        redis.call('zrem', KEYS[3], candidate)
+        redis.call('hdel', KEYS[4], candidate)
+        alive = tonumber(alive)
         if alive and alive >= now_ms then
-            return head
+            return candidate
+        end
+        candidate = redis.call('zrange', KEYS[3], 0, 0)[1]
+        if not candidate then
+            return nil
         end
     end
     return nil
 end
 
-if hand_off then
-    local next = pick_next()
-    if next then
-        redis.call('set', KEYS[5], next, 'PX', ARGV[4])
-        redis.call(publish, KEYS[2], next)
-    end
+local next = pick_next()
+if next then
+    redis.call('set', KEYS[5], next, 'PX', ARGV[4])
+    redis.call(publish, KEYS[2], next)
 end
 redis.call(publish, KEYS[2], ARGV[1])
 return 0

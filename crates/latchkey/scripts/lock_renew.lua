@@ -12,7 +12,8 @@ for i, key in ipairs(KEYS) do
     local field = ARGV[2 * i - 1]
     local lease = tonumber(ARGV[2 * i])
     local held = 0
-    if redis.call('type', key)['ok'] == 'hash' and redis.call('hexists', key, field) == 1 then
+    -- HEXISTS refuses a key of another type (pcall: an error reply, not 1): never written.
+    if redis.pcall('hexists', key, field) == 1 then
         held = 1
         if lease > 0 then
             redis.call('pexpire', key, lease)

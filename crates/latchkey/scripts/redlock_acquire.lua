@@ -8,17 +8,15 @@
 --
 -- Returns {1, counter} when the owner holds the lock on this node afterwards (the counter is
 -- incremented for a new hold), {0, pttl} when another owner holds it.
--- Key types are checked before the first write; a wrong type is an error and nothing changes.
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type ~= 'none' and lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE the lock key holds a ' .. lock_type .. ', not a hash')
+-- Key types: a key of another type is never written and the script changes nothing. HLEN fails
+-- on a lock key of another type before anything is written, and INCR, the first write, fails
+-- on a counter that is not an integer string.
+local held = redis.pcall('hlen', KEYS[1])
+if type(held) == 'table' then
+    local found = redis.call('type', KEYS[1])['ok']
+    return redis.error_reply('WRONGTYPE the lock key holds a ' .. found .. ', not a hash')
 end
-local counter_type = redis.call('type', KEYS[2])['ok']
-if counter_type ~= 'none' and counter_type ~= 'string' then
-    return redis.error_reply('WRONGTYPE the fencing counter holds a ' .. counter_type .. ', not a string')
-end
-if lock_type == 'none' then
-    -- INCR first: if the counter is not an integer it fails before anything was written.
+if held == 0 then
     local counter = redis.call('incr', KEYS[2])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -12,14 +12,13 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
-    return 0
+-- HEXISTS fails on a key of another type before anything is written (0 for a missing key).
+local mine = redis.pcall('hexists', KEYS[1], ARGV[1])
+if type(mine) == 'table' then
+    local found = redis.call('type', KEYS[1])['ok']
+    return redis.error_reply('WRONGTYPE the lock key holds a ' .. found .. ', not a hash')
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE the lock key holds a ' .. lock_type .. ', not a hash')
-end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if mine == 0 then
     return 0
 end
 redis.call('del', KEYS[1])

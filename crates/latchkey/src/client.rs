@@ -163,12 +163,15 @@ impl ClientBuilder {
         self
     }
 
-    /// Replica-synced acquires: after the acquire script granted a lock, `WAIT` (pipelined on
-    /// the same connection) for replicas to acknowledge it; if too few do within the timeout,
-    /// the acquire is undone and fails with [`Error::NotReplicated`]. This narrows the window in
-    /// which a failover to a replica that never saw the lock gives it to a second holder — it
-    /// does not close it (`WAIT` does not make Redis strongly consistent: a replica that
-    /// acknowledged may still not be the one promoted, and writes are not fsynced by `WAIT`).
+    /// Replica-synced acquires: after the acquire script of a lock, fair lock, read-write lock,
+    /// semaphore or permit semaphore granted something, `WAIT` (pipelined on the same
+    /// connection) for replicas to acknowledge it; if too few do within the timeout, the grant
+    /// is undone (released, or the permits given back) and the acquire fails with
+    /// [`Error::NotReplicated`]. Other writes (latches, queues, releases) are not waited for.
+    /// This narrows the window in which a failover to a replica that never saw the lock gives it
+    /// to a second holder — it does not close it (`WAIT` does not make Redis strongly
+    /// consistent: a replica that acknowledged may still not be the one promoted, and writes are
+    /// not fsynced by `WAIT`).
     /// Default [`ReplicaSync::Auto`].
     pub fn replica_sync(mut self, sync: ReplicaSync) -> ClientBuilder {
         self.replica_sync = sync;

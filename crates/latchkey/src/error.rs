@@ -153,14 +153,21 @@ pub enum Error {
         reason: String,
     },
 
-    /// No replica acknowledged a mutation within the timeout (replica-synced acquire); the
-    /// mutation was undone.
-    #[error("no replica acknowledged `{name}` within {timeout:?}; the acquire was undone")]
+    /// Too few replicas acknowledged an acquire within the timeout (replica-synced acquire of a
+    /// lock, fair lock, read-write lock or semaphore); the grant was undone, so nothing is held.
+    #[error(
+        "{acknowledged} of the {required} replica(s) required acknowledged `{name}` within \
+         {timeout:?}; the acquire was undone"
+    )]
     NotReplicated {
         /// The object's name.
         name: String,
         /// The WAIT timeout.
         timeout: Duration,
+        /// How many replicas had to acknowledge the acquire.
+        required: u32,
+        /// How many did in time.
+        acknowledged: u32,
     },
 
     /// The client has been shut down (its background tasks are gone).
@@ -214,6 +221,11 @@ impl Error {
     /// Not enough RedLock nodes could be locked.
     pub fn is_quorum_unavailable(&self) -> bool {
         matches!(self, Error::QuorumUnavailable { .. })
+    }
+
+    /// Too few replicas acknowledged an acquire in time (replica sync); it was undone.
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Error {

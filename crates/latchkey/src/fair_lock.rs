@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::keys::prefix_name;
 use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
+use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
@@ -247,6 +248,10 @@ impl FairLock {
     /// [`Error::InvalidArgument`] for a bad name or waiter timeout, [`Error::WrongType`] if one
     /// of the lock's keys holds another type (nothing is changed then), connection errors
     /// ([`Error::is_connection`]) if Redis cannot be reached.
+    /// [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again, which wakes the next in line
+    /// ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
@@ -459,23 +464,42 @@ impl FairLock {
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
         let lease_ms = lease_ms(lease, watchdog_timeout);
-        let mut invocation = FAIR_ACQUIRE.prepare_invoke();
-        invocation
-            .key(&*inner.hold.key)
-            .key(&*inner.token_key)
-            .key(&*inner.queue_key)
-            .key(&*inner.deadlines_key)
-            .key(&*inner.channel_prefix)
-            .arg(lease_ms)
-            .arg(&*inner.hold.field)
-            .arg(inner.waiter_timeout.as_millis() as u64)
-            .arg(park.as_millis() as u64)
-            .arg(UNLOCK_MESSAGE)
-            .arg(client.conn.publish_command());
+        // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
+        let attempt = client.registry.begin_attempt(&inner.hold);
+        let keys = [
+            &*inner.hold.key,
+            &*inner.token_key,
+            &*inner.queue_key,
+            &*inner.deadlines_key,
+            &*inner.channel_prefix,
+        ];
+        let args = [
+            lease_ms.to_string(),
+            inner.hold.field.to_string(),
+            (inner.waiter_timeout.as_millis() as u64).to_string(),
+            (park.as_millis() as u64).to_string(),
+            UNLOCK_MESSAGE.to_owned(),
+            client.conn.publish_command().to_owned(),
+            if attempt.alone { "1" } else { "0" }.to_owned(),
+        ];
         let sent_at = Instant::now();
+        // With replica sync, a grant too few replicas acknowledged is undone: the release script
+        // gives back the one hold just granted (with this lease for any holds left, as an
+        // unlock would), which wakes the next in line if the lock is free again; the attempt
+        // then fails with NotReplicated, and the caller's queue entry (removed by the grant) is
+        // cleaned up as for any other error.
         let reply: Vec<i64> = client
-            .conn
-            .script(&invocation, "acquiring a fair lock", &inner.name)
+            .acquire_script(
+                AcquireCall {
+                    script: &FAIR_ACQUIRE,
+                    keys: &keys,
+                    args: &args,
+                    context: "acquiring a fair lock",
+                    name: &inner.name,
+                },
+                |reply: &Vec<i64>| reply.first() == Some(&1),
+                || self.release_task(lease_ms),
+            )
             .await?;
         match reply.as_slice() {
             [1, token, holds] => {

@@ -15,6 +15,7 @@ mod permit_semaphore;
 mod pubsub;
 mod queue;
 mod redlock;
+mod replica;
 mod rwlock;
 mod scripts;
 mod semaphore;

@@ -11,6 +11,7 @@ use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
+use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
@@ -19,13 +20,6 @@ use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
 /// this bounds the stall when a message is lost or the lock was handed off to a client that
 /// died while waiting.
 const MAX_PARK: Duration = Duration::from_secs(2);
-
-/// How long auto replica sync stops waiting after it found the primary without replicas.
-const REPLICA_RECHECK: Duration = Duration::from_secs(5);
-
-fn lock_ignoring_poison<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
@@ -186,6 +180,17 @@ impl LockKeys {
     }
 }
 
+/// What a granted attempt does to the caller's client's place in the lock's wait queue.
+#[derive(Clone, Copy)]
+enum Queue {
+    /// Leave it: no other waiter of the client waits for the lock.
+    Leave,
+    /// Stay: other waiters of the client still wait.
+    Stay,
+    /// The client is not in the queue.
+    NotRegistered,
+}
+
 enum Attempt {
     Granted(LockGuard),
     /// Somebody else holds it; retry after this many ms at the latest (-1: no expiry).
@@ -242,6 +247,9 @@ impl Lock {
     ///
     /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if the key holds another
     /// type, connection errors ([`Error::is_connection`]) if Redis cannot be reached.
+    /// [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
@@ -377,7 +385,14 @@ impl Lock {
             let others = hub
                 .waiters_on(channel)
                 .saturating_sub(usize::from(subscription.is_some()));
-            let retry_after = match self.attempt(lease, park_for(deadline), others).await? {
+            // Nobody of this client waits for the lock (no subscription, no other waiter): the
+            // client is not in the lock's wait queue, and a grant has nothing to drop there.
+            let queue = match (others, subscription.is_some()) {
+                (0, false) => Queue::NotRegistered,
+                (0, true) => Queue::Leave,
+                _ => Queue::Stay,
+            };
+            let retry_after = match self.attempt(lease, park_for(deadline), queue).await? {
                 Attempt::Granted(guard) => {
                     if let Some(subscription) = subscription {
                         subscription.finish();
@@ -465,13 +480,13 @@ impl Lock {
     /// releases the hold.
     ///
     /// `park` is how long the caller will wait before its next attempt if this one fails (zero:
-    /// it will not wait); `others` counts the client's other waiters for this lock.
-    async fn attempt(&self, lease: Lease, park: Duration, others: usize) -> Result<Attempt> {
+    /// it will not wait); `queue` is what a grant does to the client's place in the wait queue.
+    async fn attempt(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park, others).await }).await?
+        detached(async move { lock.attempt_inner(lease, park, queue).await }).await?
     }
 
-    async fn attempt_inner(&self, lease: Lease, park: Duration, others: usize) -> Result<Attempt> {
+    async fn attempt_inner(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
@@ -493,71 +508,30 @@ impl Lock {
             inner.hold.field.to_string(),
             client.wake_id.to_string(),
             (park.as_millis() as u64).to_string(),
-            if others > 0 { "1" } else { "0" }.to_owned(),
+            match queue {
+                Queue::Leave => "0",
+                Queue::Stay => "1",
+                Queue::NotRegistered => "2",
+            }
+            .to_owned(),
             if attempt.alone { "1" } else { "0" }.to_owned(),
         ];
         let sent_at = Instant::now();
-        let reply: Vec<i64> = match self.replica_wait().await? {
-            None => {
-                let mut invocation = scripts::LOCK_ACQUIRE.prepare_invoke();
-                for key in keys {
-                    invocation.key(key);
-                }
-                for arg in &args {
-                    invocation.arg(arg);
-                }
-                client
-                    .conn
-                    .script(&invocation, "acquiring a lock", &inner.name)
-                    .await?
-            }
-            Some((replicas, wait)) => {
-                let (reply, acked): (Vec<i64>, i64) = client
-                    .conn
-                    .script_then_wait(
-                        &scripts::LOCK_ACQUIRE,
-                        &keys,
-                        &args,
-                        (replicas, wait),
-                        "acquiring a lock",
-                        &inner.name,
-                    )
-                    .await?;
-                let short = reply.first() == Some(&1) && acked < i64::from(replicas);
-                // Auto mode: a primary without any replica now cannot do better; carry on, and
-                // stop waiting for replicas for a while.
-                let short = short
-                    && (client.replica_sync_required || {
-                        let present = crate::client::connected_replicas(&client.conn).await? > 0;
-                        if !present {
-                            *lock_ignoring_poison(&client.replicas_absent_until) =
-                                Some(Instant::now() + REPLICA_RECHECK);
-                        }
-                        present
-                    });
-                if short {
-                    // Not on enough replicas: undo the grant, so that a failover cannot hand
-                    // the lock to someone else while we believe we hold it.
-                    let mut invocation = scripts::LOCK_RELEASE.prepare_invoke();
-                    let task = self.release_task(lease_ms);
-                    for key in &task.keys {
-                        invocation.key(&**key);
-                    }
-                    for arg in &task.args {
-                        invocation.arg(arg);
-                    }
-                    client
-                        .conn
-                        .script::<i64>(&invocation, "undoing an unreplicated acquire", &inner.name)
-                        .await?;
-                    return Err(Error::NotReplicated {
-                        name: inner.name.clone(),
-                        timeout: wait,
-                    });
-                }
-                reply
-            }
-        };
+        // With replica sync, a grant too few replicas acknowledged is undone by releasing the
+        // hold just granted (one hold, this lease), and the attempt fails with NotReplicated.
+        let reply: Vec<i64> = client
+            .acquire_script(
+                AcquireCall {
+                    script: &scripts::LOCK_ACQUIRE,
+                    keys: &keys,
+                    args: &args,
+                    context: "acquiring a lock",
+                    name: &inner.name,
+                },
+                |reply: &Vec<i64>| reply.first() == Some(&1),
+                || self.release_task(lease_ms),
+            )
+            .await?;
         match reply.as_slice() {
             [1, token, holds] => {
                 let ticket = client.registry.acquired(
@@ -588,34 +562,6 @@ impl Lock {
                 "unexpected reply from the lock script",
                 format!("{other:?}"),
             )))),
-        }
-    }
-
-    /// `(replicas, timeout)` if this acquire should wait for replicas. In auto mode, a primary
-    /// found without replicas is not waited for; its replica count is read again (one `INFO`)
-    /// every [`REPLICA_RECHECK`].
-    async fn replica_wait(&self) -> Result<Option<(u32, Duration)>> {
-        let client = &self.inner.client.inner;
-        let Some(sync) = client.replica_sync else {
-            return Ok(None);
-        };
-        if client.replica_sync_required {
-            return Ok(Some(sync));
-        }
-        let absent_until = *lock_ignoring_poison(&client.replicas_absent_until);
-        match absent_until {
-            None => Ok(Some(sync)),
-            Some(until) if Instant::now() < until => Ok(None),
-            Some(_) => {
-                if crate::client::connected_replicas(&client.conn).await? > 0 {
-                    *lock_ignoring_poison(&client.replicas_absent_until) = None;
-                    Ok(Some(sync))
-                } else {
-                    *lock_ignoring_poison(&client.replicas_absent_until) =
-                        Some(Instant::now() + REPLICA_RECHECK);
-                    Ok(None)
-                }
-            }
         }
     }
 

@@ -13,6 +13,7 @@ use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
 use crate::keys::{prefix_name, suffix_name};
 use crate::pubsub::WakePolicy;
+use crate::replica::AcquireCall;
 use crate::semaphore::{
     check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
 };
@@ -441,7 +442,10 @@ impl PermitSemaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
-    /// [`Error::WrongType`]; connection errors.
+    /// [`Error::WrongType`]; connection errors; [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the permits taken in time: they were given back by id
+    /// ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
@@ -705,18 +709,32 @@ impl PermitSemaphore {
             Lease::Fixed(d) => d.as_millis() as u64,
         };
         let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
-        let mut invocation = PSEM_ACQUIRE.prepare_invoke();
-        for key in self.keys() {
-            invocation.key(&*key);
-        }
-        invocation.arg(lease_ms).arg(client.conn.publish_command());
-        for id in &ids {
-            invocation.arg(id.to_string());
-        }
+        let keys = self.keys();
+        let keys = [&*keys[0], &*keys[1], &*keys[2]];
+        let args: Vec<String> = [
+            lease_ms.to_string(),
+            client.conn.publish_command().to_owned(),
+        ]
+        .into_iter()
+        .chain(ids.iter().map(PermitId::to_string))
+        .collect();
         let sent_at = Instant::now();
+        // With replica sync, permits granted that too few replicas acknowledged are given back
+        // by id (the release script drops exactly these ids' leases and returns their permits
+        // to the available count, waking waiters), and the attempt fails with NotReplicated.
+        // Nothing was registered with the watchdog yet, so no renewal outlives the undo.
         let reply: Vec<i64> = client
-            .conn
-            .script(&invocation, "acquiring semaphore permits", &inner.name)
+            .acquire_script(
+                AcquireCall {
+                    script: &PSEM_ACQUIRE,
+                    keys: &keys,
+                    args: &args,
+                    context: "acquiring semaphore permits",
+                    name: &inner.name,
+                },
+                |reply: &Vec<i64>| reply.first() == Some(&1),
+                || self.release_task(&ids),
+            )
             .await?;
         match reply.as_slice() {
             [1, _] => {

@@ -11,6 +11,7 @@ use crate::client::{check_name, Client};
 use crate::error::{Error, Result};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
+use crate::replica::AcquireCall;
 use crate::task::detached;
 use crate::watchdog::Task;
 
@@ -333,7 +334,11 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
-    /// [`Error::WrongType`] if the key is not a count; connection errors.
+    /// [`Error::WrongType`] if the key is not a count; connection errors;
+    /// [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the permits taken in time: they were given back
+    /// ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
@@ -511,13 +516,25 @@ impl Semaphore {
 
     async fn attempt_inner(&self, n: u32) -> Result<Attempt> {
         let inner = &self.inner;
-        let mut invocation = SEM_ACQUIRE.prepare_invoke();
-        invocation.key(&*inner.key).arg(n);
+        // With replica sync, permits taken that too few replicas acknowledged are given back
+        // (the release script adds the `n` permits just taken to the available count again and
+        // wakes waiters), and the attempt fails with NotReplicated. The `n` permits were just
+        // taken out of the count, so giving them back is no over-release (unless the semaphore
+        // was reset meanwhile, and then the release script refuses it, changing nothing).
         let reply: Vec<i64> = inner
             .client
             .inner
-            .conn
-            .script(&invocation, "acquiring semaphore permits", &inner.name)
+            .acquire_script(
+                AcquireCall {
+                    script: &SEM_ACQUIRE,
+                    keys: &[&*inner.key],
+                    args: &[n.to_string()],
+                    context: "acquiring semaphore permits",
+                    name: &inner.name,
+                },
+                |reply: &Vec<i64>| reply.first() == Some(&1),
+                || self.release_task(n),
+            )
             .await?;
         match reply.as_slice() {
             [1, _] => Ok(Attempt::Granted(Permits {

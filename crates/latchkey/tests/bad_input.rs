@@ -614,19 +614,38 @@ async fn wrong_key_type_under_the_name() {
     assert_eq!(v, "precious");
 }
 
+/// A derived key of another type fails the first call that needs it, and nothing is written.
+/// The fencing counter and the hand-off reservation are needed by every grant; the wait queue
+/// and the liveness hash only by an acquire that has to wait (an uncontended acquire does not
+/// read them, which keeps its script short), so those are tested with the lock held.
 #[tokio::test]
 async fn wrong_key_type_under_a_derived_key() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
+    let b = client(&server).await;
     let mut conn = server.conn().await;
     let _: () = conn.lpush("redisson_lock_token:{t}", "x").await.unwrap();
     refused(&mut conn, a.lock("t").lock(), Error::is_wrong_type).await;
-    let _: () = conn.set("latchkey_lock_queue:{q}", "x").await.unwrap();
-    refused(&mut conn, a.lock("q").lock(), Error::is_wrong_type).await;
-    let _: () = conn.set("latchkey_lock_alive:{v}", "x").await.unwrap();
-    refused(&mut conn, a.lock("v").lock(), Error::is_wrong_type).await;
     let _: () = conn.lpush("latchkey_lock_handoff:{h}", "x").await.unwrap();
     refused(&mut conn, a.lock("h").lock(), Error::is_wrong_type).await;
+    for (name, key) in [
+        ("q", "latchkey_lock_queue:{q}"),
+        ("v", "latchkey_lock_alive:{v}"),
+    ] {
+        let _: () = conn.set(key, "x").await.unwrap();
+        let held = b.lock(name).lock().await.unwrap();
+        refused(
+            &mut conn,
+            a.lock(name).try_lock(Duration::from_secs(5)),
+            Error::is_wrong_type,
+        )
+        .await;
+        // The release leaves the wrong-typed key alone, and the lock is free afterwards.
+        held.unlock().await.unwrap();
+        let v: String = conn.get(key).await.unwrap();
+        assert_eq!(v, "x");
+        a.lock(name).lock().await.unwrap().unlock().await.unwrap();
+    }
 }
 
 /// A fencing counter that is a string but not an integer (written by something else): the
@@ -898,6 +917,44 @@ async fn same_handle_after_an_unlock_that_never_reached_redis_frees_the_lock_on_
         conn.hgetall::<_, Vec<(String, u64)>>("u").await.unwrap(),
         conn.pttl::<_, i64>("u").await.unwrap(),
     );
+}
+
+/// The fair lock, after an unlock that never reached Redis: the handle's next acquire takes the
+/// stranded hold over as a new hold (one hold, a new fencing token), so its unlock frees the lock
+/// (it used to re-enter the stranded hold: count 2, and the unlock left the lock held).
+#[tokio::test]
+async fn fair_lock_same_handle_after_a_lost_unlock_takes_the_hold_over() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(&server.addr());
+    let a = Client::builder(proxy.url())
+        .watchdog_timeout(Duration::from_secs(2))
+        .command_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let mut conn = server.conn().await;
+    let lock = a.fair_lock("fu");
+    let guard = lock.lock().await.unwrap();
+    let first = guard.fencing_token();
+    proxy.blackhole(true);
+    assert!(guard.unlock().await.unwrap_err().is_connection());
+    proxy.drop_connections();
+    proxy.blackhole(false);
+    let stranded: bool = conn.hexists("fu", lock.owner_id()).await.unwrap();
+    assert!(stranded, "the release never reached Redis");
+    let again = loop {
+        match lock.lock().await {
+            Ok(guard) => break guard,
+            Err(e) if e.is_connection() => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let holds: u64 = conn.hget("fu", lock.owner_id()).await.unwrap();
+    assert_eq!(holds, 1, "taken over, not re-entered");
+    assert!(again.fencing_token() > first, "a new hold gets a new token");
+    again.unlock().await.unwrap();
+    let held: bool = conn.exists("fu").await.unwrap();
+    assert!(!held, "the handle's only hold was released");
 }
 
 /// After an unlock that never reached Redis, the handle's next acquire takes the stranded hold

@@ -9,7 +9,7 @@ use latchkey_test_support::{RedisServer, SentinelGroup, TlsFiles};
 const LOCK_ACL: &str = "app on >app-secret ~* &redisson_lock__channel:* \
     -@all +evalsha +eval +script|load +ping +subscribe +unsubscribe +exists +hget +pttl \
     +type +hset +hexists +hincrby +hgetall +pexpire +incr +get +set +del +publish \
-    +zadd +zrem +zrange +zcard +hdel +time";
+    +zadd +zrem +zrange +zcard +zscore +hlen +hdel +time";
 
 async fn retry<T, F, Fut>(mut op: F) -> T
 where
@@ -250,4 +250,275 @@ async fn a_replica_synced_lock_survives_the_failover_of_its_primary() {
     assert_eq!(status.holders.len(), 1, "the lock survived the failover");
     assert_eq!(status.holders[0].owner, lock.owner_id());
     guard.unlock().await.unwrap();
+}
+
+/// Reads `args` on `server` (a primary or a replica) as a `T`.
+fn read<T: redis::FromRedisValue>(server: &RedisServer, args: &[&str]) -> T {
+    let reply = server.cmd_sync(args);
+    redis::from_redis_value_ref(&reply)
+        .unwrap_or_else(|e| panic!("{args:?} on {}: {e} ({reply:?})", server.addr()))
+}
+
+/// How many `WAIT`s `server` has run.
+fn wait_calls(server: &RedisServer) -> u64 {
+    server
+        .info("commandstats")
+        .get("cmdstat_wait")
+        .and_then(|v| v.split("calls=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The names of the keys on `server` that match `pattern`, sorted.
+fn keys(server: &RedisServer, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = read(server, &["KEYS", pattern]);
+    keys.sort();
+    keys
+}
+
+/// A client that demands one replica's acknowledgement for every acquire.
+async fn require_one_replica(primary: &RedisServer, timeout: Duration) -> Client {
+    let client = Client::builder(primary.url())
+        .replica_sync(latchkey::ReplicaSync::Require {
+            replicas: 1,
+            timeout,
+        })
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.replica_sync(), Some((1, timeout)));
+    client
+}
+
+#[tokio::test]
+async fn every_lock_family_acquire_is_undone_when_no_replica_acknowledges() {
+    let primary = RedisServer::spawn();
+    let replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
+    replica.wait_until_synced(Duration::from_secs(30));
+    let client = require_one_replica(&primary, Duration::from_millis(300)).await;
+    let semaphore = client.semaphore("sem");
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let permits = client.permit_semaphore("psem");
+    assert!(permits.try_set_permits(3).await.unwrap());
+    let before = keys(&primary, "*");
+
+    let fair = client.fair_lock("fair");
+    let rw = client.rw_lock("rw");
+    let waits = wait_calls(&primary);
+    // A replica that does not answer: every acquire is granted on the primary, WAITed for in
+    // vain, undone and reported.
+    replica.pause_process();
+    let errors = [
+        ("fair lock", fair.lock().await.map(drop)),
+        ("write lock", rw.write().lock().await.map(drop)),
+        ("read lock", rw.read().lock().await.map(drop)),
+        ("semaphore", semaphore.acquire(2).await.map(drop)),
+        ("permit semaphore", permits.acquire(2).await.map(drop)),
+    ];
+    // Read the state while the replica is still paused: nothing may be left held.
+    let after = keys(&primary, "*");
+    let fair_exists: i64 = read(&primary, &["EXISTS", "fair"]);
+    let rw_exists: i64 = read(&primary, &["EXISTS", "rw"]);
+    let read_leases = keys(&primary, "*rwlock_timeout*");
+    let fair_queue: i64 = read(&primary, &["LLEN", "redisson_lock_queue:{fair}"]);
+    let sem_available: i64 = read(&primary, &["GET", "sem"]);
+    let psem_available: i64 = read(&primary, &["GET", "psem"]);
+    let psem_leases: i64 = read(&primary, &["ZCARD", "{psem}:timeout"]);
+    replica.resume_process();
+
+    for (what, result) in errors {
+        match result {
+            Err(e) => assert!(e.is_not_replicated(), "{what}: {e}"),
+            Ok(()) => panic!("{what}: granted although no replica acknowledged it"),
+        }
+    }
+    assert_eq!(fair_exists, 0, "the fair lock hold was undone");
+    assert_eq!(fair_queue, 0, "the fair lock queue is empty");
+    assert_eq!(rw_exists, 0, "the read and write holds were undone");
+    assert!(
+        read_leases.is_empty(),
+        "read lease keys left: {read_leases:?}"
+    );
+    assert_eq!(sem_available, 3, "the semaphore permits were given back");
+    assert_eq!(
+        psem_available, 3,
+        "the permit semaphore permits were given back"
+    );
+    assert_eq!(psem_leases, 0, "no permit lease is left");
+    // Only the fencing counters the write grants advanced are new (tokens never go back).
+    let mut expected = before.clone();
+    expected.extend(["latchkey_rwlock_token:{rw}", "redisson_lock_token:{fair}"].map(String::from));
+    expected.sort();
+    assert_eq!(after, expected, "keys before the acquires: {before:?}");
+    assert!(
+        wait_calls(&primary) >= waits + 5,
+        "every acquire sent a WAIT"
+    );
+    // Through the API too, and nothing is left to renew.
+    assert!(!fair.is_locked().await.unwrap());
+    assert!(!rw.is_locked().await.unwrap());
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(permits.available().await.unwrap(), 3);
+    assert_eq!(permits.leased().await.unwrap(), 0);
+    assert_eq!(client.tracked_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn every_lock_family_acquire_waits_until_the_replica_has_it() {
+    let primary = RedisServer::spawn();
+    let replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
+    replica.wait_until_synced(Duration::from_secs(30));
+    let client = require_one_replica(&primary, Duration::from_secs(2)).await;
+    let semaphore = client.semaphore("sem");
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let permits = client.permit_semaphore("psem");
+    assert!(permits.try_set_permits(3).await.unwrap());
+    // Load the acquire scripts: the first use of a script on a server finds it missing
+    // (NOSCRIPT) after the pipelined WAIT ran, and runs the pipeline again.
+    client
+        .lock("warm")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    client
+        .fair_lock("warm-fair")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let warm = client.rw_lock("warm-rw");
+    warm.write().lock().await.unwrap().unlock().await.unwrap();
+    warm.read().lock().await.unwrap().unlock().await.unwrap();
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    permits.acquire(1).await.unwrap().release().await.unwrap();
+    let waits = wait_calls(&primary);
+
+    // Each acquire returns only once the replica acknowledged it, so the replica is read right
+    // away, without waiting for replication to catch up.
+    let lock = client.lock("lock");
+    let lock_guard = lock.lock().await.unwrap();
+    let holds: Option<i64> = read(&replica, &["HGET", "lock", lock.owner_id()]);
+    assert_eq!(holds, Some(1), "lock");
+
+    let fair = client.fair_lock("fair");
+    let fair_guard = fair.lock().await.unwrap();
+    let holds: Option<i64> = read(&replica, &["HGET", "fair", fair.owner_id()]);
+    assert_eq!(holds, Some(1), "fair lock");
+
+    let rw = client.rw_lock("rw");
+    let write_guard = rw.write().lock().await.unwrap();
+    let mode: Option<String> = read(&replica, &["HGET", "rw", "mode"]);
+    let holds: Option<i64> = read(
+        &replica,
+        &["HGET", "rw", &format!("{}:write", rw.owner_id())],
+    );
+    assert_eq!(
+        (mode.as_deref(), holds),
+        (Some("write"), Some(1)),
+        "write lock"
+    );
+
+    let shared = client.rw_lock("shared");
+    let read_guard = shared.read().lock().await.unwrap();
+    let mode: Option<String> = read(&replica, &["HGET", "shared", "mode"]);
+    let holds: Option<i64> = read(&replica, &["HGET", "shared", shared.owner_id()]);
+    let lease: i64 = read(
+        &replica,
+        &[
+            "EXISTS",
+            &format!("{{shared}}:{}:rwlock_timeout:1", shared.owner_id()),
+        ],
+    );
+    assert_eq!(
+        (mode.as_deref(), holds, lease),
+        (Some("read"), Some(1), 1),
+        "read lock"
+    );
+
+    let taken = semaphore.acquire(2).await.unwrap();
+    let available: i64 = read(&replica, &["GET", "sem"]);
+    assert_eq!(available, 1, "semaphore");
+
+    let leased = permits.acquire(2).await.unwrap();
+    let available: i64 = read(&replica, &["GET", "psem"]);
+    let leases: i64 = read(&replica, &["ZCARD", "{psem}:timeout"]);
+    assert_eq!((available, leases), (1, 2), "permit semaphore");
+
+    assert_eq!(
+        wait_calls(&primary) - waits,
+        6,
+        "one WAIT per acquire, pipelined with it"
+    );
+    lock_guard.unlock().await.unwrap();
+    fair_guard.unlock().await.unwrap();
+    write_guard.unlock().await.unwrap();
+    read_guard.unlock().await.unwrap();
+    taken.release().await.unwrap();
+    leased.release().await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(permits.available().await.unwrap(), 3);
+}
+
+#[tokio::test]
+async fn auto_replica_sync_covers_every_lock_family_acquire() {
+    let primary = RedisServer::spawn();
+    let mut replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
+    replica.wait_until_synced(Duration::from_secs(30));
+    let client = Client::connect(primary.url()).await.unwrap();
+    assert_eq!(client.replica_sync(), Some((1, Duration::from_secs(1))));
+    let semaphore = client.semaphore("sem");
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let permits = client.permit_semaphore("psem");
+    assert!(permits.try_set_permits(3).await.unwrap());
+
+    // A replica that is connected but silent: the grant is undone, as with `Require`.
+    replica.pause_process();
+    let fair = client.fair_lock("fair").lock().await.map(drop);
+    let sem = semaphore.acquire(1).await.map(drop);
+    let available: i64 = read(&primary, &["GET", "sem"]);
+    let fair_exists: i64 = read(&primary, &["EXISTS", "fair"]);
+    replica.resume_process();
+    let fair = fair.expect_err("fair lock granted without the replica");
+    let sem = sem.expect_err("semaphore permits taken without the replica");
+    assert!(fair.is_not_replicated(), "{fair}");
+    assert!(sem.is_not_replicated(), "{sem}");
+    assert_eq!((fair_exists, available), (0, 3), "both were undone");
+
+    // No replica at all: the first acquire may find that out by one WAIT; after it, every kind
+    // of acquire goes on without waiting (and nothing is undone).
+    replica.kill();
+    for _ in 0..200 {
+        if primary
+            .info("replication")
+            .get("connected_slaves")
+            .map(String::as_str)
+            == Some("0")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = wait_calls(&primary);
+    let rw = client.rw_lock("rw");
+    let fair = client.fair_lock("fair").lock().await.unwrap();
+    let write = rw.write().lock().await.unwrap();
+    write.unlock().await.unwrap();
+    let read_hold = rw.read().lock().await.unwrap();
+    let taken = semaphore.acquire(1).await.unwrap();
+    let leased = permits.acquire(1).await.unwrap();
+    let waits = wait_calls(&primary) - before;
+    assert!(
+        waits <= 1,
+        "with no replica left, acquires must go on without waiting, yet {waits} of 5 sent a WAIT"
+    );
+    fair.unlock().await.unwrap();
+    read_hold.unlock().await.unwrap();
+    taken.release().await.unwrap();
+    leased.release().await.unwrap();
 }

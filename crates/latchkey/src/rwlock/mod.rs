@@ -20,6 +20,7 @@ use crate::fair_lock::{
 use crate::keys::{prefix_name, suffix_name};
 use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
+use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, Renewal, Task};
@@ -425,40 +426,63 @@ impl RwLock {
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
         let lease_ms = lease_ms(lease, watchdog_timeout);
-        let mut invocation;
-        let context;
-        match side {
-            Side::Read => {
-                invocation = RW_READ_ACQUIRE.prepare_invoke();
-                invocation
-                    .key(&*inner.read_hold.key)
-                    .key(&*inner.token_key)
-                    .key(&*inner.writers_key)
-                    .key(&*inner.read_prefix)
-                    .key(&*inner.lease_prefix)
-                    .arg(lease_ms)
-                    .arg(&*inner.read_hold.field)
-                    .arg(&*inner.write_hold.field);
-                context = "acquiring a read lock";
-            }
-            Side::Write => {
-                invocation = RW_WRITE_ACQUIRE.prepare_invoke();
-                invocation
-                    .key(&*inner.write_hold.key)
-                    .key(&*inner.token_key)
-                    .key(&*inner.writers_key)
-                    .key(&*inner.lease_prefix)
-                    .arg(lease_ms)
-                    .arg(&*inner.write_hold.field)
-                    .arg(&*inner.read_hold.field)
-                    .arg(park.as_millis() as u64);
-                context = "acquiring a write lock";
-            }
-        }
+        let (script, keys, args, context): (&'static Script, Vec<&str>, Vec<String>, _) = match side
+        {
+            Side::Read => (
+                &RW_READ_ACQUIRE,
+                vec![
+                    &*inner.read_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.read_prefix,
+                    &*inner.lease_prefix,
+                ],
+                vec![
+                    lease_ms.to_string(),
+                    inner.read_hold.field.to_string(),
+                    inner.write_hold.field.to_string(),
+                ],
+                "acquiring a read lock",
+            ),
+            Side::Write => (
+                &RW_WRITE_ACQUIRE,
+                vec![
+                    &*inner.write_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.lease_prefix,
+                ],
+                vec![
+                    lease_ms.to_string(),
+                    inner.write_hold.field.to_string(),
+                    inner.read_hold.field.to_string(),
+                    (park.as_millis() as u64).to_string(),
+                ],
+                "acquiring a write lock",
+            ),
+        };
         let sent_at = Instant::now();
+        // With replica sync, a grant too few replicas acknowledged is undone by the release
+        // script of the side just granted: one read hold (its lease key goes, the lock is
+        // deleted if it was the last hold) or one write hold (the lock is deleted, or turns back
+        // to read mode for a downgrading holder); either wakes the waiters. The attempt then
+        // fails with NotReplicated. A write grant already removed this writer's pending mark; a
+        // refused upgrade ({-1}) or a wait ({0, …}) granted nothing and is not undone.
         let reply: Vec<i64> = client
-            .conn
-            .script(&invocation, context, &inner.name)
+            .acquire_script(
+                AcquireCall {
+                    script,
+                    keys: &keys,
+                    args: &args,
+                    context,
+                    name: &inner.name,
+                },
+                |reply: &Vec<i64>| reply.first() == Some(&1),
+                || match side {
+                    Side::Read => self.read_release_task(lease_ms),
+                    Side::Write => self.write_release_task(lease_ms),
+                },
+            )
             .await?;
         match reply.as_slice() {
             [1, token, holds] => {
@@ -597,6 +621,10 @@ impl ReadLock {
     /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if a key of the lock holds
     /// another type (or the hash is not a read-write lock; nothing is changed then), connection
     /// errors ([`Error::is_connection`]) if Redis cannot be reached.
+    /// [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the read hold was released again
+    /// ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
@@ -771,6 +799,10 @@ impl WriteLock {
     /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`] for a bad
     /// name, [`Error::WrongType`] if a key of the lock holds another type, connection errors
     /// ([`Error::is_connection`]) if Redis cannot be reached.
+    /// [`Error::NotReplicated`] with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the write hold was released again
+    /// ([`Error::is_not_replicated`]).
     ///
     /// # Examples
     ///
