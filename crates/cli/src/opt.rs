@@ -52,7 +52,8 @@ pub enum Command {
     ///
     /// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many
     /// (64 tasks on one client, each on its own names), contended (8 clients on one lock, a GET +
-    /// SET increment inside), redlock3 (solo over 3 independent servers), delayed (5000 items,
+    /// SET increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo
+    /// over 3 independent servers), delayed (5000 items,
     /// delays 0.5-3 s), ceiling (sequential and pipelined EVALSHA on the same server). The
     /// ceiling is always measured. The clients run on one thread unless --multi-thread. Without
     /// --redis or REDIS_URL, starts private redis-servers for the run.
@@ -221,6 +222,8 @@ pub enum Workload {
     Many,
     /// 8 clients on one lock; a non-atomic GET + SET increment inside.
     Contended,
+    /// `contended` with a fair lock (FIFO across clients).
+    Fair,
     /// `solo` over 3 independent servers (RedLock).
     Redlock3,
     /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.

@@ -273,6 +273,40 @@ async fn demo_starts_a_private_server_without_a_url() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("private redis-server"));
 }
 
+/// The `fair` workload: 8 clients on one fair lock, the counter exact, every client served.
+#[tokio::test]
+async fn bench_fair_json_counts_every_section() {
+    let server = RedisServer::spawn();
+    let out = output(latchkey(
+        Some(&server),
+        &["bench", "fair", "--json", "--duration", "300ms"],
+    ))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let fair = json["fair"].as_array().expect("fair runs");
+    assert_eq!(fair.len(), 1, "latchkey only: rslock has no fair lock");
+    let run = &fair[0];
+    assert_eq!(run["library"], "latchkey");
+    assert_eq!(run["counter"]["ok"], true, "{run}");
+    let per_client = run["per_task"].as_array().unwrap();
+    assert_eq!(per_client.len(), 8);
+    assert!(
+        per_client.iter().all(|n| n.as_u64().unwrap() > 0),
+        "FIFO serves every client: {per_client:?}"
+    );
+    assert!(json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["workload"] == "fair"));
+}
+
 #[tokio::test]
 async fn bench_solo_json_parses() {
     let server = RedisServer::spawn();

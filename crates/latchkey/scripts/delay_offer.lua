@@ -61,14 +61,18 @@ local earliest = nil
 for i = 0, count - 1 do
     local id = ARGV[2 + 3 * i]
     local time = tonumber(ARGV[3 + 3 * i])
-    local due
+    local due, is_due
     if mode == 'in' then
         due = math.ceil((now_us + time) / 1000)
+        -- Due at once only without a delay (the rounded-up due time is the next millisecond,
+        -- which must not keep such an item waiting for a transfer).
+        is_due = time <= 0
     else
         due = time
+        is_due = due <= now_ms
     end
     redis.call('hset', KEYS[2], id, ARGV[4 + 3 * i])
-    if due <= now_ms and not overdue then
+    if is_due and not overdue then
         ready[#ready + 1] = id
     else
         redis.call('zadd', KEYS[1], due, id)

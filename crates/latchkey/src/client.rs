@@ -13,6 +13,7 @@ use crate::conn::{ClusterTarget, Conn, Target};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
+use crate::replica::{cluster_shards, AbsentReplicas};
 use crate::watchdog::{self, Registry};
 
 /// The longest object name latchkey accepts, in bytes.
@@ -64,13 +65,15 @@ pub struct ClientBuilder {
 #[non_exhaustive]
 pub enum ReplicaSync {
     /// Follow each acquire with `WAIT 1 <1 s>` when the primary had replicas at connect time
-    /// (single server or Sentinel; not on a cluster). If a later primary has no replica at all
-    /// (say, after a failover promoted the only one), acquires go on without waiting. The
-    /// default.
+    /// (on a cluster: when any shard had replicas; each acquire then waits on its own shard's
+    /// primary). If a later primary has no replica at all (say, after a failover promoted the
+    /// only one), acquires on it go on without waiting; on a cluster this is decided per shard.
+    /// The default.
     Auto,
     /// Never wait for replicas.
     Off,
-    /// Always wait for `replicas` replicas, up to `timeout`.
+    /// Always wait for `replicas` replicas, up to `timeout` (on a cluster, replicas of the
+    /// shard that owns the object).
     Require {
         /// How many replicas must acknowledge.
         replicas: u32,
@@ -288,22 +291,49 @@ impl ClientBuilder {
         // Ask something of the server now, so that missing or wrong credentials fail here,
         // typed, rather than at the first lock.
         let _: String = conn.query(&redis::cmd("PING"), "connecting", "").await?;
+        // Wait at most a quarter of the watchdog lease: the wait eats into it.
+        let auto_wait = (1, (self.watchdog_timeout / 4).min(Duration::from_secs(1)));
+        let mut absent = Vec::new();
         let replica_sync = match self.replica_sync {
             ReplicaSync::Off => None,
             ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
-            ReplicaSync::Auto if conn.is_cluster() => None,
-            ReplicaSync::Auto => match connected_replicas(&conn).await {
-                // Wait at most a quarter of the watchdog lease: the wait eats into it.
-                Ok(n) if n > 0 => {
-                    Some((1, (self.watchdog_timeout / 4).min(Duration::from_secs(1))))
+            // Waits if any shard's primary has replicas (`INFO`, as off a cluster); the shards
+            // without replicas are not waited for until they are checked again.
+            ReplicaSync::Auto if conn.is_cluster() => {
+                let shards = match cluster_shards(&conn, None).await {
+                    Ok(shards) => shards,
+                    Err(e) if e.is_auth() => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                let counts = futures_util::future::join_all(
+                    shards
+                        .iter()
+                        .map(|shard| connected_replicas(&conn, shard.slots[0].0)),
+                )
+                .await;
+                let mut any = false;
+                let mut unknown = false;
+                for (shard, count) in shards.into_iter().zip(counts) {
+                    match count {
+                        Ok(n) if n > 0 => any = true,
+                        Ok(_) => absent.push(AbsentReplicas::from_now(shard.slots)),
+                        // A user without INFO (a tight ACL) cannot tell: no replica sync.
+                        Err(e) if e.is_auth() => unknown = true,
+                        Err(e) => return Err(e),
+                    }
                 }
+                (any && !unknown).then_some(auto_wait)
+            }
+            // The slot does not matter off a cluster.
+            ReplicaSync::Auto => match connected_replicas(&conn, 0).await {
+                Ok(n) if n > 0 => Some(auto_wait),
                 Ok(_) => None,
                 // A user without INFO (a tight ACL) cannot tell: no replica sync.
                 Err(e) if e.is_auth() => None,
                 Err(e) => return Err(e),
             },
         };
-        Ok(Client::start(self, conn, target, replica_sync))
+        Ok(Client::start(self, conn, target, replica_sync, absent))
     }
 
     fn longest_replica_wait(&self) -> Duration {
@@ -364,6 +394,7 @@ impl ClientBuilder {
                 certificates: self.certificates(),
                 connect_timeout: self.connect_timeout,
                 command_timeout: self.command_timeout,
+                replica_wait: self.longest_replica_wait(),
             }))),
         }
     }
@@ -385,7 +416,7 @@ impl ClientBuilder {
                 Ok(Conn::single(manager, self.command_timeout))
             }
             Target::Cluster(cluster) => {
-                let client = cluster.client(None)?;
+                let client = cluster.command_client()?;
                 let conn = client.get_async_connection().await?;
                 Ok(Conn::cluster(conn, self.command_timeout))
             }
@@ -417,10 +448,12 @@ impl ClientBuilder {
     }
 }
 
-/// How many replicas the primary behind `conn` has now (`INFO replication`).
-pub(crate) async fn connected_replicas(conn: &Conn) -> Result<u32> {
+/// How many replicas the primary behind `conn` has now (`INFO replication`); on a cluster, the
+/// primary that owns `slot`.
+pub(crate) async fn connected_replicas(conn: &Conn, slot: u16) -> Result<u32> {
     let info: String = conn
-        .query(
+        .query_on_slot(
+            slot,
             redis::cmd("INFO").arg("replication"),
             "reading replication info",
             "",
@@ -563,9 +596,10 @@ pub(crate) struct Inner {
     /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
     /// primary that lost its replicas fails acquires instead of carrying on without them.
     pub(crate) replica_sync_required: bool,
-    /// Auto mode found the primary without replicas: acquires do not wait for replicas until
-    /// this time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
-    pub(crate) replicas_absent_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The primaries auto mode found without replicas (on a cluster, by the slots of each such
+    /// shard; elsewhere all slots): acquires on them do not wait for replicas until the entry's
+    /// time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
+    pub(crate) replicas_absent: std::sync::Mutex<Vec<AbsentReplicas>>,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
@@ -624,6 +658,7 @@ impl Client {
         conn: Conn,
         target: Target,
         replica_sync: Option<(u32, Duration)>,
+        replicas_absent: Vec<AbsentReplicas>,
     ) -> Client {
         let shutdown = CancellationToken::new();
         let registry = Arc::new(Registry::new());
@@ -649,7 +684,7 @@ impl Client {
                 wake_id,
                 replica_sync,
                 replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
-                replicas_absent_until: std::sync::Mutex::new(None),
+                replicas_absent: std::sync::Mutex::new(replicas_absent),
                 conn,
                 config,
                 hub,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
@@ -63,6 +64,8 @@ pub(crate) struct ClusterTarget {
     pub(crate) certificates: Option<redis::TlsCertificates>,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
+    /// The longest replica `WAIT` an acquire may make (see `replica_sync`).
+    pub(crate) replica_wait: Duration,
 }
 
 impl ClusterTarget {
@@ -71,9 +74,23 @@ impl ClusterTarget {
         &self,
         pushes: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
     ) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        self.client_within(pushes, self.command_timeout)
+    }
+
+    /// A cluster client for the command connection: its driver timeout also lets a replica
+    /// `WAIT` finish (our own timeouts bound each call).
+    pub(crate) fn command_client(&self) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        self.client_within(None, self.command_timeout + self.replica_wait * 2)
+    }
+
+    fn client_within(
+        &self,
+        pushes: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+        response_timeout: Duration,
+    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
         let mut builder = redis::cluster::ClusterClient::builder(self.nodes.clone())
             .connection_timeout(self.connect_timeout)
-            .response_timeout(self.command_timeout);
+            .response_timeout(response_timeout);
         if let Some(certificates) = &self.certificates {
             builder = builder.certs(certificates.clone());
         }
@@ -168,7 +185,15 @@ impl SentinelConn {
 enum Handle {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// A cluster connection that sends every command and pipeline to the primary of one slot
+    /// (keyless commands such as `WAIT`, `INFO` or `SCRIPT LOAD` would otherwise go to a
+    /// random node, or to every primary). A `MOVED` reply is still followed.
+    SlotPrimary(ClusterConnection, u16),
     Plain(MultiplexedConnection),
+}
+
+fn slot_primary(slot: u16) -> SingleNodeRoutingInfo {
+    SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master))
 }
 
 impl ConnectionLike for Handle {
@@ -176,6 +201,10 @@ impl ConnectionLike for Handle {
         match self {
             Handle::Single(c) => c.req_packed_command(cmd),
             Handle::Cluster(c) => c.req_packed_command(cmd),
+            Handle::SlotPrimary(c, slot) => {
+                let routing = RoutingInfo::SingleNode(slot_primary(*slot));
+                Box::pin(c.route_command(cmd.clone(), routing))
+            }
             Handle::Plain(c) => c.req_packed_command(cmd),
         }
     }
@@ -189,6 +218,9 @@ impl ConnectionLike for Handle {
         match self {
             Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Handle::SlotPrimary(c, slot) => {
+                Box::pin(c.route_pipeline(pipeline.clone(), offset, count, slot_primary(*slot)))
+            }
             Handle::Plain(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -196,7 +228,7 @@ impl ConnectionLike for Handle {
     fn get_db(&self) -> i64 {
         match self {
             Handle::Single(c) => c.get_db(),
-            Handle::Cluster(c) => c.get_db(),
+            Handle::Cluster(c) | Handle::SlotPrimary(c, _) => c.get_db(),
             Handle::Plain(c) => c.get_db(),
         }
     }
@@ -264,6 +296,15 @@ impl Conn {
         })
     }
 
+    /// A connection to the primary that owns `slot`: on a cluster, one that routes everything
+    /// there; elsewhere the one primary.
+    async fn handle_for_slot(&self, slot: Option<u16>) -> redis::RedisResult<Handle> {
+        match (&self.backend, slot) {
+            (Backend::Cluster(c), Some(slot)) => Ok(Handle::SlotPrimary(c.clone(), slot)),
+            _ => self.handle().await,
+        }
+    }
+
     fn failed(&self, err: Option<&redis::RedisError>) {
         if let Backend::Sentinel(s) = &self.backend {
             s.failed(err);
@@ -306,6 +347,9 @@ impl Conn {
     /// Runs `script` and then `WAIT replicas timeout` on the same connection, in one pipeline
     /// (WAIT cannot run inside a script). Returns the script's reply and how many replicas
     /// acknowledged the writes made so far on this connection.
+    ///
+    /// On a cluster the pipeline, and the `SCRIPT LOAD` after a `NOSCRIPT`, go to the primary
+    /// that owns the slot of the first key, so that the `WAIT` counts that shard's replicas.
     pub(crate) async fn script_then_wait<T: FromRedisValue>(
         &self,
         script: &redis::Script,
@@ -326,8 +370,9 @@ impl Conn {
             .arg(replicas)
             .arg(wait.as_millis() as u64);
         let timeout = self.timeout + wait * 2;
+        let slot = keys.first().map(|k| key_slot(k.as_bytes()));
         let run = async {
-            let mut handle = self.handle().await?;
+            let mut handle = self.handle_for_slot(slot).await?;
             match pipeline.query_async::<(T, i64)>(&mut handle).await {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
@@ -355,6 +400,27 @@ impl Conn {
     ) -> Result<T> {
         let run = async {
             let mut handle = self.handle().await?;
+            cmd.query_async(&mut handle).await
+        };
+        self.finish(
+            tokio::time::timeout(self.timeout, run).await,
+            context,
+            key,
+            self.timeout,
+        )
+    }
+
+    /// Runs one command within the command timeout on the primary that owns `slot` (on a
+    /// cluster; elsewhere on the one primary).
+    pub(crate) async fn query_on_slot<T: FromRedisValue>(
+        &self,
+        slot: u16,
+        cmd: &Cmd,
+        context: &'static str,
+        key: &str,
+    ) -> Result<T> {
+        let run = async {
+            let mut handle = self.handle_for_slot(Some(slot)).await?;
             cmd.query_async(&mut handle).await
         };
         self.finish(

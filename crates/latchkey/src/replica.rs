@@ -8,6 +8,11 @@
 //! fewer replicas than required acknowledged it, the grant is undone by the primitive's own
 //! release script and the acquire fails with [`Error::NotReplicated`]. A script that granted
 //! nothing (the lock is held, too few permits) is not affected by the `WAIT`'s answer.
+//!
+//! On a Redis Cluster every shard has its own primary and replicas: the pipeline goes to the
+//! primary that owns the slot of the script's first key, and auto mode keeps its "this primary
+//! has no replica" state per shard (as the slot ranges that primary served when it was found
+//! without replicas), so one shard losing its replica does not stop the waits on the others.
 
 use std::time::Duration;
 
@@ -15,14 +20,93 @@ use redis::{FromRedisValue, Script};
 use tokio::time::Instant;
 
 use crate::client::{connected_replicas, Inner};
+use crate::conn::{key_slot, Conn};
 use crate::error::{Error, Result};
 use crate::watchdog::Task;
 
 /// How long auto replica sync stops waiting after it found the primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);
 
+/// Every slot: what a single server or a Sentinel-managed primary serves.
+const ALL_SLOTS: (u16, u16) = (0, 16383);
+
 fn lock_ignoring_poison<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Slots whose primary auto replica sync found without replicas: acquires on them do not wait
+/// for replicas until `until`, when the replica count is read again (one `INFO`, not a
+/// blocking `WAIT`). Off a cluster there is at most one, covering every slot.
+#[derive(Debug, Clone)]
+pub(crate) struct AbsentReplicas {
+    /// The slot ranges the primary served when it was found without replicas.
+    slots: Vec<(u16, u16)>,
+    until: Instant,
+}
+
+impl AbsentReplicas {
+    /// The slots of a primary just found without replicas, not waited for until the next
+    /// recheck.
+    pub(crate) fn from_now(slots: Vec<(u16, u16)>) -> AbsentReplicas {
+        AbsentReplicas {
+            slots,
+            until: Instant::now() + REPLICA_RECHECK,
+        }
+    }
+
+    fn covers(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
+    }
+
+    fn overlaps(&self, other: &[(u16, u16)]) -> bool {
+        self.slots
+            .iter()
+            .any(|&(lo, hi)| other.iter().any(|&(olo, ohi)| lo <= ohi && olo <= hi))
+    }
+}
+
+/// One shard of a Redis Cluster: the slot ranges its primary serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shard {
+    pub(crate) slots: Vec<(u16, u16)>,
+}
+
+/// The shards in a `CLUSTER NODES` reply: one per primary that serves slots. (Not
+/// `CLUSTER SLOTS`: it leaves out replicas whose offset the node has not heard of yet.)
+pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<Shard> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = || fields.get(2).into_iter().flat_map(|f| f.split(','));
+            if fields.len() < 9
+                || !flags().any(|flag| flag == "master")
+                || flags().any(|flag| matches!(flag, "fail" | "noaddr"))
+            {
+                return None;
+            }
+            let slots: Vec<(u16, u16)> = fields[8..]
+                .iter()
+                // `[slot->-node]` / `[slot-<-node]`: a slot being migrated or imported.
+                .filter(|range| !range.starts_with('['))
+                .filter_map(|range| match range.split_once('-') {
+                    Some((lo, hi)) => Some((lo.parse().ok()?, hi.parse().ok()?)),
+                    None => range.parse().ok().map(|slot| (slot, slot)),
+                })
+                .collect();
+            (!slots.is_empty()).then_some(Shard { slots })
+        })
+        .collect()
+}
+
+/// The cluster's shards, as the primary of `slot` sees them (any node without a slot).
+pub(crate) async fn cluster_shards(conn: &Conn, slot: Option<u16>) -> Result<Vec<Shard>> {
+    let cmd = redis::cmd("CLUSTER").arg("NODES").clone();
+    let context = "reading the cluster's shards";
+    let reply: String = match slot {
+        Some(slot) => conn.query_on_slot(slot, &cmd, context, "").await?,
+        None => conn.query(&cmd, context, "").await?,
+    };
+    Ok(parse_cluster_nodes(&reply))
 }
 
 /// One call of an acquire script: the script, its KEYS and ARGV, and names for errors.
@@ -37,50 +121,73 @@ pub(crate) struct AcquireCall<'a> {
 }
 
 impl Inner {
-    /// `(replicas, timeout)` if an acquire should wait for replicas now. In auto mode, a
-    /// primary found without replicas is not waited for; its replica count is read again (one
-    /// `INFO`) every [`REPLICA_RECHECK`].
-    pub(crate) async fn replica_wait(&self) -> Result<Option<(u32, Duration)>> {
+    /// `(replicas, timeout)` if an acquire on `slot` should wait for replicas now. In auto
+    /// mode, a primary found without replicas is not waited for; its replica count is read
+    /// again (one `INFO`) every [`REPLICA_RECHECK`]. On a cluster this is decided per shard:
+    /// `slot` picks the shard (elsewhere it does not matter).
+    pub(crate) async fn replica_wait(&self, slot: u16) -> Result<Option<(u32, Duration)>> {
         let Some(sync) = self.replica_sync else {
             return Ok(None);
         };
         if self.replica_sync_required {
             return Ok(Some(sync));
         }
-        let absent_until = *lock_ignoring_poison(&self.replicas_absent_until);
+        let absent_until = lock_ignoring_poison(&self.replicas_absent)
+            .iter()
+            .find(|absent| absent.covers(slot))
+            .map(|absent| absent.until);
         match absent_until {
             None => Ok(Some(sync)),
             Some(until) if Instant::now() < until => Ok(None),
             Some(_) => {
-                if connected_replicas(&self.conn).await? > 0 {
-                    *lock_ignoring_poison(&self.replicas_absent_until) = None;
+                if connected_replicas(&self.conn, slot).await? > 0 {
+                    lock_ignoring_poison(&self.replicas_absent).retain(|a| !a.covers(slot));
                     Ok(Some(sync))
                 } else {
-                    *lock_ignoring_poison(&self.replicas_absent_until) =
-                        Some(Instant::now() + REPLICA_RECHECK);
+                    self.replicas_gone(slot).await;
                     Ok(None)
                 }
             }
         }
     }
 
-    /// Whether a grant that `acked` of the `replicas` asked for acknowledged must be undone.
+    /// Records that the primary of `slot` has no replica: acquires on its slots (every slot
+    /// off a cluster) stop waiting for [`REPLICA_RECHECK`]. On a cluster, that primary's slot
+    /// ranges are read with `CLUSTER NODES`; if they cannot be, only `slot` is recorded.
+    async fn replicas_gone(&self, slot: u16) {
+        let slots = if self.conn.is_cluster() {
+            match cluster_shards(&self.conn, Some(slot)).await {
+                Ok(shards) => shards
+                    .into_iter()
+                    .find(|shard| shard.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi))
+                    .map_or_else(|| vec![(slot, slot)], |shard| shard.slots),
+                Err(_) => vec![(slot, slot)],
+            }
+        } else {
+            vec![ALL_SLOTS]
+        };
+        let mut absent = lock_ignoring_poison(&self.replicas_absent);
+        absent.retain(|a| !a.overlaps(&slots));
+        absent.push(AbsentReplicas::from_now(slots));
+    }
+
+    /// Whether a grant on `slot` that `acked` of the `replicas` asked for acknowledged must be
+    /// undone.
     ///
     /// Enough acknowledgements: no. Too few with [`ReplicaSync::Require`](crate::ReplicaSync):
     /// yes. Too few in auto mode: yes while the primary still has a replica (it was just slow
     /// or unreachable); a primary without any replica now cannot do better, so the grant
-    /// stands, and acquires stop waiting for replicas for [`REPLICA_RECHECK`].
-    async fn must_undo(&self, replicas: u32, acked: i64) -> Result<bool> {
+    /// stands, and acquires on its slots stop waiting for replicas for [`REPLICA_RECHECK`].
+    async fn must_undo(&self, slot: u16, replicas: u32, acked: i64) -> Result<bool> {
         if acked >= i64::from(replicas) {
             return Ok(false);
         }
         if self.replica_sync_required {
             return Ok(true);
         }
-        let present = connected_replicas(&self.conn).await? > 0;
+        let present = connected_replicas(&self.conn, slot).await? > 0;
         if !present {
-            *lock_ignoring_poison(&self.replicas_absent_until) =
-                Some(Instant::now() + REPLICA_RECHECK);
+            self.replicas_gone(slot).await;
         }
         Ok(present)
     }
@@ -99,7 +206,9 @@ impl Inner {
         granted: impl FnOnce(&T) -> bool,
         undo: impl FnOnce() -> Task,
     ) -> Result<T> {
-        let Some((replicas, wait)) = self.replica_wait().await? else {
+        // The shard that owns the object (every key of it shares one slot).
+        let slot = call.keys.first().map_or(0, |key| key_slot(key.as_bytes()));
+        let Some((replicas, wait)) = self.replica_wait(slot).await? else {
             let mut invocation = call.script.prepare_invoke();
             for key in call.keys {
                 invocation.key(*key);
@@ -121,7 +230,7 @@ impl Inner {
             )
             .await?;
         // Nothing granted (held, queued, too few permits): the WAIT's answer does not matter.
-        if !granted(&reply) || !self.must_undo(replicas, acked).await? {
+        if !granted(&reply) || !self.must_undo(slot, replicas, acked).await? {
             return Ok(reply);
         }
         // The grant is on the primary only (or on too few replicas): undo it with the release
@@ -147,5 +256,42 @@ impl Inner {
             required: replicas,
             acknowledged: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_nodes_give_each_primary_its_slots() {
+        let text = "\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
+67ed 127.0.0.1:30002@40002,host master - 0 1426238316232 2 connected 5461-10922
+e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5461->-67ed]
+6ec2 127.0.0.1:30003@40003 master - 0 0 3 connected
+9a1b 127.0.0.1:30005@40005 master,fail - 0 0 5 disconnected 12001-16383
+";
+        assert_eq!(
+            parse_cluster_nodes(text),
+            vec![
+                Shard {
+                    slots: vec![(5461, 10922)],
+                },
+                Shard {
+                    slots: vec![(0, 5460), (12000, 12000)],
+                },
+            ]
+        );
+        assert!(parse_cluster_nodes("").is_empty());
+    }
+
+    #[test]
+    fn absent_replicas_cover_their_ranges() {
+        let absent = AbsentReplicas::from_now(vec![(0, 10), (100, 200)]);
+        assert!(absent.covers(0) && absent.covers(10) && absent.covers(150));
+        assert!(!absent.covers(11) && !absent.covers(201));
+        assert!(absent.overlaps(&[(5, 5)]) && absent.overlaps(&[(200, 300)]));
+        assert!(!absent.overlaps(&[(11, 99), (201, 16383)]));
     }
 }

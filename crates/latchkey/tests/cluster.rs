@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use latchkey::Client;
-use latchkey_test_support::RedisCluster;
+use latchkey::{Client, ReplicaSync};
+use latchkey_test_support::{RedisCluster, RedisServer};
 
 fn url(cluster: &RedisCluster) -> String {
     let hosts: Vec<String> = cluster.primaries().iter().map(|node| node.addr()).collect();
@@ -34,9 +34,12 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_across_all_shards_renew_wake_and_survive_a_failover() {
     let cluster = RedisCluster::spawn(3, 1);
+    // Replica sync is tested below; with a 1 s watchdog, auto mode would give each WAIT only
+    // 250 ms, which a loaded machine can miss.
     let connect = || {
         Client::builder(url(&cluster))
             .watchdog_timeout(Duration::from_secs(1))
+            .replica_sync(ReplicaSync::Off)
             .connect()
     };
     let a = connect().await.unwrap();
@@ -122,6 +125,11 @@ async fn mutual_exclusion_on_a_cluster() {
     let mut tasks = Vec::new();
     for _ in 0..3 {
         let client = Client::connect(url(&cluster)).await.unwrap();
+        assert_eq!(
+            client.replica_sync(),
+            None,
+            "no shard has a replica to wait for"
+        );
         for _ in 0..2 {
             let lock = client.lock("cluster-counter");
             let client = cluster.client();
@@ -176,4 +184,244 @@ async fn names_with_their_own_hash_tag_stay_in_one_slot() {
     let node = cluster.node_for_key("eu");
     let token = node.cmd_sync(&["GET", "redisson_lock_token:orders{eu}:1"]);
     assert_eq!(token, redis::Value::BulkString(b"2".to_vec()));
+}
+
+/// One shard of a cluster: node indices of its primary and replica, and lock names whose keys
+/// live there (in different slots).
+struct Shard {
+    primary: usize,
+    replica: usize,
+    names: Vec<String>,
+}
+
+/// The shards of a cluster with one replica per primary, each with two names in two slots.
+fn shards(cluster: &RedisCluster, prefix: &str) -> Vec<Shard> {
+    let index = |node: &RedisServer| {
+        cluster
+            .nodes()
+            .iter()
+            .position(|n| n.port() == node.port())
+            .unwrap()
+    };
+    let mut shards: Vec<Shard> = cluster
+        .primaries()
+        .into_iter()
+        .map(|primary| {
+            let replica = cluster
+                .replicas()
+                .into_iter()
+                .find(|r| {
+                    r.info("replication").get("master_port") == Some(&primary.port().to_string())
+                })
+                .expect("every primary has a replica");
+            Shard {
+                primary: index(primary),
+                replica: index(replica),
+                names: Vec::new(),
+            }
+        })
+        .collect();
+    assert_eq!(shards.len(), 3);
+    for i in 0.. {
+        if shards.iter().all(|s| s.names.len() == 2) {
+            break;
+        }
+        let name = format!("{prefix}:{i}");
+        let owner = index(cluster.node_for_key(&name));
+        let shard = shards.iter_mut().find(|s| s.primary == owner).unwrap();
+        let slot = cluster.key_slot(&name);
+        if shard.names.len() < 2 && shard.names.iter().all(|n| cluster.key_slot(n) != slot) {
+            shard.names.push(name);
+        }
+    }
+    shards
+}
+
+/// How many `WAIT`s `server` has run.
+fn wait_calls(server: &RedisServer) -> u64 {
+    server
+        .info("commandstats")
+        .get("cmdstat_wait")
+        .and_then(|v| v.split("calls=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `WAIT` calls of every node, by node index (0 for a node that is not running).
+fn all_wait_calls(cluster: &RedisCluster) -> Vec<u64> {
+    let calls = |n: &RedisServer| if n.is_running() { wait_calls(n) } else { 0 };
+    cluster.nodes().iter().map(calls).collect()
+}
+
+/// The hold count `replica` (read with `READONLY` on its own connection) has for `owner` on
+/// the lock `name`.
+async fn hold_on_replica(replica: &RedisServer, name: &str, owner: &str) -> Option<i64> {
+    let mut conn = replica.conn().await;
+    let _: () = redis::cmd("READONLY").query_async(&mut conn).await.unwrap();
+    redis::cmd("HGET")
+        .arg(name)
+        .arg(owner)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+async fn require_one_replica(cluster: &RedisCluster, timeout: Duration) -> Client {
+    let client = Client::builder(url(cluster))
+        .command_timeout(Duration::from_secs(1))
+        .replica_sync(ReplicaSync::Require {
+            replicas: 1,
+            timeout,
+        })
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.replica_sync(), Some((1, timeout)));
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_replica_sync_waits_on_the_shard_that_owns_the_lock() {
+    let cluster = RedisCluster::spawn(3, 1);
+    let shards = shards(&cluster, "synced");
+    let node = |i: usize| &cluster.nodes()[i];
+    let client = require_one_replica(&cluster, Duration::from_secs(3)).await;
+
+    // Each acquire WAITs on its own shard's primary, for that shard's replica: with the
+    // replica paused it does not return; once the replica is back, the replica has the hold.
+    // The first pause outlasts the command timeout (1 s): a WAIT may take longer than that.
+    let mut guards = Vec::new();
+    for (i, shard) in shards.iter().enumerate() {
+        let name = shard.names[0].clone();
+        let lock = client.lock(name.as_str());
+        let before = all_wait_calls(&cluster);
+        node(shard.replica).pause_process();
+        let acquire = tokio::spawn({
+            let lock = lock.clone();
+            async move { lock.lock().await }
+        });
+        let pause = if i == 0 { 1300 } else { 400 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let returned_early = acquire.is_finished();
+        node(shard.replica).resume_process();
+        let guard = acquire.await.unwrap().unwrap();
+        assert!(
+            !returned_early,
+            "{name}: returned while its shard's replica was paused"
+        );
+        assert_eq!(
+            hold_on_replica(node(shard.replica), &name, lock.owner_id()).await,
+            Some(1),
+            "{name}: the replica of its shard has the hold"
+        );
+        let after = all_wait_calls(&cluster);
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            if i == shard.primary {
+                assert!(a > b, "{name}: WAIT ran on its shard's primary");
+            } else {
+                assert_eq!(a, b, "{name}: no WAIT on node {i}");
+            }
+        }
+        guards.push(guard);
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+
+    // A shard whose replica does not answer: its acquire is undone and reported, nothing is
+    // left held; the other shards go on granting (and replicating) at the same time.
+    let client = require_one_replica(&cluster, Duration::from_secs(1)).await;
+    let (stalled, healthy) = shards.split_first().unwrap();
+    node(stalled.replica).pause_process();
+    let failed = client.lock(stalled.names[0].as_str()).lock().await;
+    let left: i64 = redis::from_redis_value_ref(
+        &node(stalled.primary).cmd_sync(&["EXISTS", &stalled.names[0]]),
+    )
+    .unwrap();
+    let mut granted = Vec::new();
+    for shard in healthy {
+        let lock = client.lock(shard.names[1].as_str());
+        granted.push((shard, lock.clone(), lock.lock().await));
+    }
+    node(stalled.replica).resume_process();
+    match failed {
+        Err(e) => assert!(e.is_not_replicated(), "{e}"),
+        Ok(_) => panic!("granted although the shard's replica was paused"),
+    }
+    assert_eq!(left, 0, "the unreplicated hold was undone on the primary");
+    assert!(!client
+        .lock(stalled.names[0].as_str())
+        .is_locked()
+        .await
+        .unwrap());
+    for (shard, lock, result) in granted {
+        let guard = result.unwrap_or_else(|e| panic!("{}: {e}", shard.names[1]));
+        assert_eq!(
+            hold_on_replica(node(shard.replica), &shard.names[1], lock.owner_id()).await,
+            Some(1)
+        );
+        guard.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_replica_sync_is_decided_per_shard() {
+    let mut cluster = RedisCluster::spawn(3, 1);
+    let shards = shards(&cluster, "auto");
+    let client = Client::connect(url(&cluster)).await.unwrap();
+    assert_eq!(
+        client.replica_sync(),
+        Some((1, Duration::from_secs(1))),
+        "on when the cluster has replicas"
+    );
+
+    // Locks on `names` (one per shard) WAIT on their own shard's primary, and only there;
+    // returns which nodes ran a WAIT.
+    async fn waits_for(client: &Client, cluster: &RedisCluster, names: &[&str]) -> Vec<bool> {
+        let before = all_wait_calls(cluster);
+        for name in names {
+            client
+                .lock(*name)
+                .lock()
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+        }
+        let after = all_wait_calls(cluster);
+        before.iter().zip(&after).map(|(b, a)| a > b).collect()
+    }
+    let first: Vec<&str> = shards.iter().map(|s| s.names[0].as_str()).collect();
+    let waited = waits_for(&client, &cluster, &first).await;
+    for (i, waited) in waited.iter().enumerate() {
+        let primary = shards.iter().any(|s| s.primary == i);
+        assert_eq!(*waited, primary, "node {i} (a primary: {primary})");
+    }
+
+    // One shard loses its replica: after one acquire there finds it gone (the grant stands),
+    // that shard (every slot of it) stops waiting, the others go on waiting.
+    let (lost, kept) = shards.split_first().unwrap();
+    cluster.kill(lost.replica);
+    let primary = &cluster.nodes()[lost.primary];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while primary.info("replication").get("connected_slaves") != Some(&"0".to_owned()) {
+        assert!(Instant::now() < deadline, "the primary saw its replica go");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let guard = client.lock(lost.names[0].as_str()).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    let waited = waits_for(&client, &cluster, &[lost.names[0].as_str()]).await;
+    assert!(
+        !waited[lost.primary],
+        "no more WAIT on the shard without a replica"
+    );
+    let waited = waits_for(&client, &cluster, &[lost.names[1].as_str()]).await;
+    assert!(!waited[lost.primary], "nor on another slot of it");
+    let others: Vec<&str> = kept.iter().map(|s| s.names[1].as_str()).collect();
+    let waited = waits_for(&client, &cluster, &others).await;
+    for shard in kept {
+        assert!(waited[shard.primary], "the shards with replicas still wait");
+    }
 }

@@ -197,6 +197,8 @@ pub struct Report {
     pub many: Vec<Run>,
     /// `contended`.
     pub contended: Vec<Run>,
+    /// `fair` (latchkey only: rslock has no fair lock).
+    pub fair: Vec<Run>,
     /// `redlock3`.
     pub redlock3: Vec<Run>,
     /// Why redlock3 did not run, if it did not.
@@ -235,6 +237,7 @@ pub fn targets(opt: &BenchOpt) -> Result<Targets> {
             Workload::Solo,
             Workload::Many,
             Workload::Contended,
+            Workload::Fair,
             Workload::Redlock3,
             Workload::Delayed,
         ]
@@ -336,6 +339,7 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
         solo: Vec::new(),
         many: Vec::new(),
         contended: Vec::new(),
+        fair: Vec::new(),
         redlock3: Vec::new(),
         redlock3_skipped: None,
         delayed: None,
@@ -383,6 +387,9 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
             );
         }
     }
+    if has(Workload::Fair) {
+        report.fair.push(ours::fair(&setup).await.context("fair")?);
+    }
     if has(Workload::Redlock3) {
         if targets.redlock.len() == 3 {
             let urls: Vec<String> = targets.redlock.iter().map(|t| t.url.clone()).collect();
@@ -410,12 +417,14 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
 
     report.checks = checks(&report);
     let mut broken = Vec::new();
-    for run in &report.contended {
-        if let Some(counter) = run.counter.as_ref().filter(|c| !c.ok) {
-            broken.push(format!(
-                "contended ({}): the counter is {} after {} critical sections: mutual exclusion FAILED",
-                run.library, counter.found, counter.expected
-            ));
+    for (workload, runs) in [("contended", &report.contended), ("fair", &report.fair)] {
+        for run in runs {
+            if let Some(counter) = run.counter.as_ref().filter(|c| !c.ok) {
+                broken.push(format!(
+                    "{workload} ({}): the counter is {} after {} critical sections: mutual exclusion FAILED",
+                    run.library, counter.found, counter.expected
+                ));
+            }
         }
     }
     if let Some(d) = report
@@ -523,6 +532,23 @@ fn checks(report: &Report) -> Vec<Check> {
                 c.per_section <= 4.5,
             );
         }
+    }
+    if let Some(run) = find(&report.fair, "latchkey", "") {
+        check(
+            "fair",
+            "sections/s",
+            "≥ 3,000".into(),
+            run.per_second,
+            run.per_second >= 3000.0,
+        );
+        let spread = run.latency.p99_us / run.latency.p50_us.max(1.0);
+        check(
+            "fair",
+            "wait p99 / p50",
+            "≤ 3×".into(),
+            spread,
+            spread <= 3.0,
+        );
     }
     if let Some(run) = find(&report.redlock3, "latchkey", "") {
         check(
@@ -771,6 +797,56 @@ fn render(report: &Report) -> String {
             ],
         ));
     }
+    if let Some(ours) = find(&report.fair, "latchkey", "") {
+        let [target, met] = verdict("fair", "sections/s");
+        table.row(row(
+            ["fair", "sections/s"],
+            rate(Some(ours)),
+            String::new(),
+            [String::new(), of(ours, seq_sections), target, met],
+        ));
+        let [target, met] = verdict("fair", "wait p99 / p50");
+        table.row(row(
+            ["", "wait p50 / p99"],
+            latency(Some(ours)),
+            String::new(),
+            [String::new(), String::new(), target, met],
+        ));
+        let spread = |r: &Run| {
+            let min = r.per_task.first().copied().unwrap_or(0) as f64;
+            let max = r.per_task.last().copied().unwrap_or(0) as f64;
+            format!("{} – {}", thousands(min), thousands(max))
+        };
+        table.row(row(
+            ["", "sections per client"],
+            spread(ours),
+            String::new(),
+            blank(),
+        ));
+        let cmds = ours
+            .commands
+            .as_ref()
+            .map_or(String::new(), |c| format!("{:.2}", c.per_section));
+        table.row(row(["", "commands/section"], cmds, String::new(), blank()));
+        let counter = ours.counter.as_ref().map_or(String::new(), |c| {
+            if c.ok {
+                format!("{} ok", thousands(c.found as f64))
+            } else {
+                format!("{} ≠ {}", c.found, c.expected)
+            }
+        });
+        table.row(row(
+            ["", "final counter"],
+            counter,
+            String::new(),
+            [
+                String::new(),
+                String::new(),
+                "= sections".into(),
+                String::new(),
+            ],
+        ));
+    }
     pairs(
         &mut table,
         "redlock3",
@@ -814,8 +890,8 @@ fn render(report: &Report) -> String {
          its acquire + release). of ceiling: solo unlock() and redlock3 against half the \
          sequential EVALSHA rate (a pair is 2 round trips), solo drop against the whole of it \
          (the release travels with the next acquire), many against half the pipelined rate, \
-         contended against a quarter of the sequential rate (acquire, GET, SET, release in a \
-         row). CPU: user + system time per operation of the Redis server and of the bench process (the \
+         contended and fair against a quarter of the sequential rate (acquire, GET, SET, \
+         release in a row). CPU: user + system time per operation of the Redis server and of the bench process (the \
          clients).\n",
     );
     let missed: Vec<String> = report

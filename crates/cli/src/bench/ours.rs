@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use latchkey::{Lock, RedLock};
+use latchkey::{Client, FairLock, Lock, RedLock};
+use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
 use super::contended;
@@ -102,14 +103,68 @@ pub async fn many(setup: &Setup) -> Result<Run> {
     Ok(Run::new("latchkey", "", &mut measured).with_cpu(cpu))
 }
 
+/// The one lock of `contended` (a plain lock) or `fair` (a fair lock).
+#[derive(Clone)]
+enum OneLock {
+    Plain(Lock),
+    Fair(FairLock),
+}
+
+impl OneLock {
+    /// One critical section: lock, `GET` + `SET` the counter (not atomic on purpose), unlock.
+    /// Returns how long it waited for the lock.
+    async fn section(&self, conn: &mut MultiplexedConnection, counter: &str) -> Result<Duration> {
+        let asked = Instant::now();
+        let waited;
+        match self {
+            OneLock::Plain(lock) => {
+                let guard = lock.lock().await?;
+                waited = asked.elapsed();
+                increment(conn, counter).await?;
+                guard.unlock().await?;
+            }
+            OneLock::Fair(lock) => {
+                let guard = lock.lock().await?;
+                waited = asked.elapsed();
+                increment(conn, counter).await?;
+                guard.unlock().await?;
+            }
+        }
+        Ok(waited)
+    }
+}
+
+async fn increment(conn: &mut MultiplexedConnection, counter: &str) -> Result<()> {
+    let value: Option<i64> = conn.get(counter).await?;
+    let _: () = conn.set(counter, value.unwrap_or(0) + 1).await?;
+    Ok(())
+}
+
 /// `contended`: 8 clients on one lock, a GET + SET increment inside.
 pub async fn contended(setup: &Setup) -> Result<Run> {
     let name = format!("{}:contended:latchkey", setup.prefix);
+    sections(setup, &name, |client| {
+        OneLock::Plain(client.lock(name.clone()))
+    })
+    .await
+}
+
+/// `fair`: `contended` with a fair lock (8 clients, FIFO across them).
+pub async fn fair(setup: &Setup) -> Result<Run> {
+    let name = format!("{}:fair:latchkey", setup.prefix);
+    sections(setup, &name, |client| {
+        OneLock::Fair(client.fair_lock(name.clone()))
+    })
+    .await
+}
+
+/// 8 clients (separate connections) doing critical sections on the lock `make` gives each.
+async fn sections(setup: &Setup, name: &str, make: impl Fn(&Client) -> OneLock) -> Result<Run> {
     let counter = format!("{name}:counter");
     let mut workers = Vec::new();
     for _ in 0..contended::CLIENTS {
         let client = connect::client(&setup.url, None).await?;
-        let lock = client.lock(name.clone());
+        let lock = make(&client);
         let conn = connect::plain(&setup.url).await?;
         workers.push((client, lock, conn));
     }
@@ -122,15 +177,7 @@ pub async fn contended(setup: &Setup) -> Result<Run> {
             let lock = lock.clone();
             let mut conn = conn.clone();
             let counter = counter.clone();
-            async move {
-                let asked = Instant::now();
-                let guard = lock.lock().await?;
-                let waited = asked.elapsed();
-                let value: Option<i64> = conn.get(&counter).await?;
-                let _: () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
-                guard.unlock().await?;
-                Ok(waited)
-            }
+            async move { lock.section(&mut conn, &counter).await }
         }
     };
     let no_plain = Plain {

@@ -43,7 +43,8 @@ use crate::error::Result;
 /// # Keys in Redis
 ///
 /// A queue called `name` is kept in these keys, which all share the hash tag `{name}` (one
-/// Redis Cluster slot):
+/// Redis Cluster slot). A name with its own hash tag keeps it, as for every object:
+/// `jobs:{eu}` is kept in `latchkey_queue:jobs:{eu}` and so on, in the slot of `{eu}`.
 ///
 /// | key | type | content |
 /// |-----|------|---------|

@@ -169,7 +169,8 @@ pub(crate) struct Keys {
 
 impl Keys {
     fn new(name: &str) -> Keys {
-        let key = |prefix: &str| Arc::from(format!("{prefix}:{{{name}}}"));
+        // `<prefix>:{name}`, or `<prefix>:name` when the name has its own hash tag.
+        let key = |prefix: &str| Arc::from(crate::keys::prefix_name(prefix, name));
         Keys {
             delayed: key("latchkey_delay_queue_timeout"),
             ready: key("latchkey_queue"),
