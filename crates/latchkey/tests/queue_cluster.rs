@@ -37,9 +37,19 @@ static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
 
 /// The cluster shared by the tests of this file, started by the first test that asks.
 async fn cluster() -> &'static RedisCluster {
-    tokio::task::spawn_blocking(|| CLUSTER.get_or_init(|| RedisCluster::spawn(3, 0)))
-        .await
-        .expect("start the cluster")
+    tokio::task::spawn_blocking(|| {
+        let mut started = false;
+        let cluster = CLUSTER.get_or_init(|| {
+            started = true;
+            RedisCluster::spawn(3, 0)
+        });
+        if started {
+            cluster.remove_dirs_at_exit();
+        }
+        cluster
+    })
+    .await
+    .expect("start the cluster")
 }
 
 /// A client of the cluster, seeded with every primary.

@@ -148,6 +148,14 @@ impl RedisCluster {
         }
     }
 
+    /// For a cluster kept in a `static` (shared by the tests of one file, never dropped):
+    /// removes its nodes' temporary directories when the test process exits. The processes
+    /// themselves die with the test process (see `spawn_child`); without this, their
+    /// directories would be left in the temp dir after every run.
+    pub fn remove_dirs_at_exit(&'static self) {
+        crate::process::remove_at_exit(self.nodes.iter().map(|n| n.dir().to_path_buf()));
+    }
+
     /// All nodes, in start order (indices are stable).
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes

@@ -104,3 +104,30 @@ pub(crate) fn kill_and_reap(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Directories to remove when the process exits (see [`remove_at_exit`]).
+static EXIT_DIRS: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn remove_exit_dirs() {
+    let dirs = std::mem::take(&mut *EXIT_DIRS.lock().unwrap_or_else(|e| e.into_inner()));
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes `dirs` when the process exits normally (`exit`, which the test harness calls), for
+/// servers kept in statics, which are never dropped.
+pub(crate) fn remove_at_exit(dirs: impl IntoIterator<Item = std::path::PathBuf>) {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    EXIT_DIRS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(dirs);
+    REGISTERED.call_once(|| {
+        // SAFETY: `remove_exit_dirs` is a plain `extern "C" fn` with no arguments that only
+        // touches a static; registering it has no other effect.
+        unsafe {
+            libc::atexit(remove_exit_dirs);
+        }
+    });
+}
