@@ -71,6 +71,10 @@ struct Channel {
     after_hand_off: bool,
     /// The server has confirmed the subscription on the current connection.
     confirmed: bool,
+    /// How many times the channel has fallen out of use (its references went to zero). A
+    /// lingering entry unsubscribes the channel only if no later use came and went since it
+    /// was queued, so a channel in steady use is never dropped and subscribed again.
+    idle_generation: u64,
 }
 
 impl Channel {
@@ -144,6 +148,8 @@ enum Command {
     },
     Unused {
         channel: String,
+        /// The channel's `idle_generation` when it fell out of use.
+        generation: u64,
     },
 }
 
@@ -158,7 +164,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Command::Subscribe { channel, .. } => write!(f, "Subscribe({channel})"),
-            Command::Unused { channel } => write!(f, "Unused({channel})"),
+            Command::Unused { channel, .. } => write!(f, "Unused({channel})"),
         }
     }
 }
@@ -218,6 +224,7 @@ impl Hub {
                     waiters: VecDeque::new(),
                     after_hand_off: false,
                     confirmed: false,
+                    idle_generation: 0,
                 });
             entry.refs += 1;
             entry.waiters.push_back(slot.clone());
@@ -356,8 +363,10 @@ impl Drop for Subscription {
         }
         channel.refs = channel.refs.saturating_sub(1);
         if channel.refs == 0 {
+            channel.idle_generation += 1;
             let _ = self.commands.send(Command::Unused {
                 channel: self.channel.clone(),
+                generation: channel.idle_generation,
             });
         }
     }
@@ -374,7 +383,7 @@ struct HubTask {
     /// Channels the server has confirmed on the current connection.
     subscribed: HashSet<String>,
     /// Channels whose last user left, with the time to unsubscribe them.
-    lingering: VecDeque<(Instant, String)>,
+    lingering: VecDeque<(Instant, String, u64)>,
     ever_connected: bool,
 }
 
@@ -386,7 +395,7 @@ impl HubTask {
         health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut backoff = Duration::from_millis(50);
         loop {
-            let next_linger = self.lingering.front().map(|(at, _)| *at);
+            let next_linger = self.lingering.front().map(|(at, ..)| *at);
             let needs_reconnect = self.conn.is_none() && self.in_use();
             tokio::select! {
                 biased;
@@ -432,9 +441,12 @@ impl HubTask {
                 let result = self.subscribe(vec![channel]).await;
                 let _ = reply.send(result);
             }
-            Command::Unused { channel } => {
+            Command::Unused {
+                channel,
+                generation,
+            } => {
                 self.lingering
-                    .push_back((Instant::now() + self.linger, channel));
+                    .push_back((Instant::now() + self.linger, channel, generation));
             }
         }
     }
@@ -576,13 +588,17 @@ impl HubTask {
     async fn expire_lingering(&mut self) {
         let now = Instant::now();
         let mut to_drop = Vec::new();
-        while let Some((at, _)) = self.lingering.front() {
+        while let Some((at, ..)) = self.lingering.front() {
             if *at > now {
                 break;
             }
-            let (_, channel) = self.lingering.pop_front().expect("front exists");
+            let (_, channel, generation) = self.lingering.pop_front().expect("front exists");
             let mut channels = self.state.channels();
-            if channels.get(&channel).is_some_and(|c| c.refs == 0) {
+            // Unused for a whole linger: no use came and went since this entry was queued.
+            if channels
+                .get(&channel)
+                .is_some_and(|c| c.refs == 0 && c.idle_generation == generation)
+            {
                 channels.remove(&channel);
                 if self.subscribed.remove(&channel) {
                     to_drop.push(channel);
