@@ -8,10 +8,12 @@
 //! doctest on `LockGuard::unlock`).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, Error, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN};
-use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
+use latchkey_test_support::{
+    eventually, FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
@@ -58,23 +60,6 @@ async fn refused<T: std::fmt::Debug>(
     assert!(expected(&err), "unexpected error: {err:?} ({err})");
     assert_eq!(keyspace(conn).await, before, "nothing may change ({err})");
     err
-}
-
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, DelayedQueue, Error, ItemId, MAX_DELAY, MAX_ITEM_SIZE};
-use latchkey_test_support::RedisServer;
+use latchkey_test_support::{eventually, RedisServer};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use redis::AsyncCommands;
@@ -43,24 +43,6 @@ struct Job {
 impl Job {
     fn due_ms(&self) -> u64 {
         self.offered_ms + self.delay_ms
-    }
-}
-
-/// Polls `check` until it holds or [`PATIENCE`] passes; returns whether it held.
-async fn eventually<F, Fut>(mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -320,7 +302,7 @@ async fn a_producer_alone_moves_due_items_to_the_ready_list() {
         .unwrap();
     let (zset, ready_key, _) = keys("producer-only");
     assert!(
-        eventually(|| {
+        eventually(PATIENCE, || {
             let mut conn = conn.clone();
             let ready_key = ready_key.clone();
             async move { conn.llen::<_, u64>(&ready_key).await.unwrap() == 10 }
@@ -355,7 +337,7 @@ async fn racing_transfer_agents_move_each_item_exactly_once() {
     let mut conn = server.conn().await;
     let (zset, ready_key, _) = keys("race");
     assert!(
-        eventually(|| {
+        eventually(PATIENCE, || {
             let mut conn = conn.clone();
             let zset = zset.clone();
             async move { zcard(&mut conn, &zset).await == 0 }
@@ -682,7 +664,7 @@ async fn pending_lists_and_remove_cancels_waiting_items() {
         .unwrap();
     let ready = client.blocking_queue::<String>("cancel");
     assert!(
-        eventually(|| {
+        eventually(PATIENCE, || {
             let ready = ready.clone();
             async move { ready.len().await.unwrap() == 1 }
         })
@@ -704,7 +686,7 @@ async fn the_transfer_agent_stops_with_the_client() {
     // The agent held its subscription; it is gone once the client is dropped.
     let channel = "latchkey_delay_queue_channel:{agent-life}";
     assert!(
-        eventually(|| {
+        eventually(PATIENCE, || {
             let mut conn = conn.clone();
             async move {
                 let (_, n): (String, i64) = redis::cmd("PUBSUB")
@@ -860,7 +842,7 @@ async fn a_hundred_thousand_items_due_at_once_move_in_bounded_batches() {
         .await
         .unwrap();
     assert!(
-        eventually(|| {
+        eventually(PATIENCE, || {
             let mut conn = conn.clone();
             let zset = zset.clone();
             async move { zcard(&mut conn, &zset).await == 0 }

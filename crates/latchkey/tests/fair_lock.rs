@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use latchkey::{Client, Error, FairLock, LockOptions};
-use latchkey_test_support::RedisServer;
+use latchkey_test_support::{eventually, RedisServer};
 use redis::AsyncCommands;
 
 async fn client(server: &RedisServer) -> Client {
@@ -15,24 +15,6 @@ async fn client(server: &RedisServer) -> Client {
         .connect()
         .await
         .expect("connect")
-}
-
-/// Polls `check` until it holds or `within` passes; returns whether it held.
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn queue_key(name: &str) -> String {

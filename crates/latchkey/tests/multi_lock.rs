@@ -1,9 +1,9 @@
 //! The multi-lock against real redis-servers.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latchkey::{Client, Error, LockOptions, MultiLock};
-use latchkey_test_support::{RedisServer, RedisServers};
+use latchkey_test_support::{eventually, RedisServer, RedisServers};
 use redis::AsyncCommands;
 
 async fn client(url: &str) -> Client {
@@ -13,23 +13,6 @@ async fn client(url: &str) -> Client {
         .connect()
         .await
         .expect("connect")
-}
-
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

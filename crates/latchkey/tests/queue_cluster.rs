@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, Error};
-use latchkey_test_support::{RedisCluster, RedisServer};
+use latchkey_test_support::{eventually, RedisCluster, RedisServer};
 use rand::seq::SliceRandom;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
@@ -72,24 +72,6 @@ fn now_ms() -> u64 {
 /// `<prefix>:{<name>}`: a key or channel of a queue whose name has no hash tag.
 fn derived(prefix: &str, name: &str) -> String {
     format!("{prefix}:{{{name}}}")
-}
-
-/// Polls `check` until it holds or [`PATIENCE`] passes; returns whether it held.
-async fn eventually<F, Fut>(mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Queue names `<prefix>-<i>`, one for each primary, each with the primary that owns its keys
@@ -283,7 +265,7 @@ async fn delayed_items_on_every_shard_arrive_once_never_early_in_due_order() {
         let delay_channel = derived("latchkey_delay_queue_channel", name);
         let ready_channel = derived("latchkey_queue_channel", name);
         assert!(
-            eventually(|| {
+            eventually(PATIENCE, || {
                 let (mut conn, delay_channel, ready_channel) =
                     (conn.clone(), delay_channel.clone(), ready_channel.clone());
                 async move {

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, Error, LockOptions, RedLock};
-use latchkey_test_support::RedisServers;
+use latchkey_test_support::{eventually, RedisServers};
 use redis::AsyncCommands;
 
 async fn client(url: &str) -> Client {
@@ -45,23 +45,6 @@ async fn held_on(servers: &RedisServers, key: &str) -> Vec<bool> {
         out.push(conn.exists(key).await.unwrap());
     }
     out
-}
-
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

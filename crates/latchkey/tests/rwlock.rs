@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use latchkey::{Client, Error, LockOptions};
-use latchkey_test_support::RedisServer;
+use latchkey_test_support::{eventually, RedisServer};
 use redis::AsyncCommands;
 
 async fn client(server: &RedisServer) -> Client {
@@ -17,24 +17,6 @@ async fn client(server: &RedisServer) -> Client {
         .connect()
         .await
         .expect("connect")
-}
-
-/// Polls `check` until it holds or `within` passes; returns whether it held.
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn writers_key(name: &str) -> String {

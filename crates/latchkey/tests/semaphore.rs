@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use latchkey::{Client, Error, PermitId, PermitOptions};
-use latchkey_test_support::{FaultProxy, RedisServer};
+use latchkey_test_support::{eventually, FaultProxy, RedisServer};
 use redis::AsyncCommands;
 
 async fn client(url: &str) -> Client {
@@ -16,24 +16,6 @@ async fn client(url: &str) -> Client {
         .connect()
         .await
         .expect("connect")
-}
-
-/// Polls `check` until it holds or `within` passes; returns whether it held.
-async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Counts holders: `enter` returns the number inside after entering and records the maximum.

@@ -13,6 +13,7 @@
 //! * [`TlsFiles`] — a throw-away CA with server and client certificates.
 //! * [`FaultProxy`] — a TCP proxy that can delay, black-hole, drop or refuse connections.
 //! * [`free_port`] — a free loopback port whose cluster bus port (`port + 10000`) is free too.
+//! * [`eventually`] — polls an async check until it holds (a hang guard, not a timing assertion).
 //!
 //! Every child process is killed and reaped when its owner is dropped, and is also killed by
 //! the kernel (`PR_SET_PDEATHSIG`) if the test process dies without running destructors.
@@ -30,6 +31,7 @@ mod sentinel;
 mod server;
 mod tls;
 mod util;
+mod wait;
 
 pub use cluster::RedisCluster;
 pub use port::free_port;
@@ -37,3 +39,4 @@ pub use proxy::FaultProxy;
 pub use sentinel::SentinelGroup;
 pub use server::{RedisServer, RedisServers, ServerBuilder};
 pub use tls::{install_crypto_provider, TlsFiles};
+pub use wait::eventually;

@@ -727,6 +727,36 @@ fn render(report: &Report) -> String {
         piped_pairs,
         "latchkey/rslock",
     );
+    // Cells shared by `contended` and `fair`.
+    let spread = |r: Option<&Run>| {
+        r.map_or(String::new(), |r| {
+            let min = r.per_task.first().copied().unwrap_or(0) as f64;
+            let max = r.per_task.last().copied().unwrap_or(0) as f64;
+            format!("{} – {}", thousands(min), thousands(max))
+        })
+    };
+    let cmds = |r: Option<&Run>| {
+        r.and_then(|r| r.commands.as_ref())
+            .map_or(String::new(), |c| format!("{:.2}", c.per_section))
+    };
+    let counter = |r: Option<&Run>| {
+        r.and_then(|r| r.counter.as_ref())
+            .map_or(String::new(), |c| {
+                if c.ok {
+                    format!("{} ok", thousands(c.found as f64))
+                } else {
+                    format!("{} ≠ {}", c.found, c.expected)
+                }
+            })
+    };
+    let counter_target = || {
+        [
+            String::new(),
+            String::new(),
+            "= sections".into(),
+            String::new(),
+        ]
+    };
     if let Some(ours) = find(&report.contended, "latchkey", "") {
         let peer = find(&report.contended, peer::NAME, "");
         let [target, met] = verdict("contended", "sections/s");
@@ -745,13 +775,6 @@ fn render(report: &Report) -> String {
         ));
         let max = |r: Option<&Run>| r.map_or(String::new(), |r| us(r.latency.max_us));
         table.row(row(["", "wait max"], max(Some(ours)), max(peer), blank()));
-        let spread = |r: Option<&Run>| {
-            r.map_or(String::new(), |r| {
-                let min = r.per_task.first().copied().unwrap_or(0) as f64;
-                let max = r.per_task.last().copied().unwrap_or(0) as f64;
-                format!("{} – {}", thousands(min), thousands(max))
-            })
-        };
         table.row(row(
             ["", "sections per client"],
             spread(Some(ours)),
@@ -764,10 +787,6 @@ fn render(report: &Report) -> String {
             cpu(peer),
             blank(),
         ));
-        let cmds = |r: Option<&Run>| {
-            r.and_then(|r| r.commands.as_ref())
-                .map_or(String::new(), |c| format!("{:.2}", c.per_section))
-        };
         let [target, met] = verdict("contended", "commands/section");
         table.row(row(
             ["", "commands/section"],
@@ -775,26 +794,11 @@ fn render(report: &Report) -> String {
             cmds(peer),
             [String::new(), String::new(), target, met],
         ));
-        let counter = |r: Option<&Run>| {
-            r.and_then(|r| r.counter.as_ref())
-                .map_or(String::new(), |c| {
-                    if c.ok {
-                        format!("{} ok", thousands(c.found as f64))
-                    } else {
-                        format!("{} ≠ {}", c.found, c.expected)
-                    }
-                })
-        };
         table.row(row(
             ["", "final counter"],
             counter(Some(ours)),
             counter(peer),
-            [
-                String::new(),
-                String::new(),
-                "= sections".into(),
-                String::new(),
-            ],
+            counter_target(),
         ));
     }
     if let Some(ours) = find(&report.fair, "latchkey", "") {
@@ -812,39 +816,23 @@ fn render(report: &Report) -> String {
             String::new(),
             [String::new(), String::new(), target, met],
         ));
-        let spread = |r: &Run| {
-            let min = r.per_task.first().copied().unwrap_or(0) as f64;
-            let max = r.per_task.last().copied().unwrap_or(0) as f64;
-            format!("{} – {}", thousands(min), thousands(max))
-        };
         table.row(row(
             ["", "sections per client"],
-            spread(ours),
+            spread(Some(ours)),
             String::new(),
             blank(),
         ));
-        let cmds = ours
-            .commands
-            .as_ref()
-            .map_or(String::new(), |c| format!("{:.2}", c.per_section));
-        table.row(row(["", "commands/section"], cmds, String::new(), blank()));
-        let counter = ours.counter.as_ref().map_or(String::new(), |c| {
-            if c.ok {
-                format!("{} ok", thousands(c.found as f64))
-            } else {
-                format!("{} ≠ {}", c.found, c.expected)
-            }
-        });
+        table.row(row(
+            ["", "commands/section"],
+            cmds(Some(ours)),
+            String::new(),
+            blank(),
+        ));
         table.row(row(
             ["", "final counter"],
-            counter,
+            counter(Some(ours)),
             String::new(),
-            [
-                String::new(),
-                String::new(),
-                "= sections".into(),
-                String::new(),
-            ],
+            counter_target(),
         ));
     }
     pairs(
