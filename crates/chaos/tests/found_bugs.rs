@@ -7,16 +7,6 @@ use std::time::Duration;
 use latchkey::Client;
 use latchkey_test_support::RedisServer;
 
-fn wait_calls(server: &RedisServer) -> u64 {
-    server
-        .info("commandstats")
-        .get("cmdstat_wait")
-        .and_then(|v| v.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Found by the `sentinel_failover` scenario, where every hand-off after the failover took
 /// 1–1.6 s instead of ~2 ms.
 ///
@@ -46,19 +36,8 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
         .unwrap();
 
     replica.kill();
-    // Wait until the primary knows its replica is gone.
-    for _ in 0..200 {
-        if primary
-            .info("replication")
-            .get("connected_slaves")
-            .map(String::as_str)
-            == Some("0")
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let before = wait_calls(&primary);
+    primary.wait_until_replicas(0, Duration::from_secs(10));
+    let before = primary.command_calls("wait");
     for i in 0..5 {
         client
             .lock(format!("l{i}"))
@@ -69,7 +48,7 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
             .await
             .unwrap();
     }
-    let waits = wait_calls(&primary) - before;
+    let waits = primary.command_calls("wait") - before;
     assert!(
         waits <= 1,
         "with no replica left, acquires must go on without waiting, yet {waits} of 5 acquires sent a WAIT (1 s each)"
@@ -86,7 +65,7 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
 /// and, since the fix, with a *new* fencing token: it used to keep the token of the hold just
 /// reported lost, so fenced storage could not refuse a late write of the first hold. (The same
 /// take-over after a lost unlock:
-/// `a_hold_taken_over_after_a_lost_unlock_gets_a_new_fencing_token` in
+/// `same_handle_after_an_unlock_that_never_reached_redis_takes_the_hold_over` in
 /// `crates/latchkey/tests/bad_input.rs`.)
 #[tokio::test]
 async fn a_late_grant_reported_lost_is_taken_over_with_a_new_fencing_token() {

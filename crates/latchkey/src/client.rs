@@ -786,6 +786,12 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             ),
         ));
     }
+    if name == "{}" {
+        return Err(Error::invalid(
+            "name",
+            "`{}` is an empty hash tag, not a name; give a name with text in it",
+        ));
+    }
     if let Some(tag) = whole_name_hash_tag(name) {
         return Err(Error::invalid(
             "name",

@@ -398,16 +398,7 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<T> {
-        let run = async {
-            let mut handle = self.handle().await?;
-            cmd.query_async(&mut handle).await
-        };
-        self.finish(
-            tokio::time::timeout(self.timeout, run).await,
-            context,
-            key,
-            self.timeout,
-        )
+        self.query_routed(None, cmd, context, key).await
     }
 
     /// Runs one command within the command timeout on the primary that owns `slot` (on a
@@ -419,8 +410,18 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<T> {
+        self.query_routed(Some(slot), cmd, context, key).await
+    }
+
+    async fn query_routed<T: FromRedisValue>(
+        &self,
+        slot: Option<u16>,
+        cmd: &Cmd,
+        context: &'static str,
+        key: &str,
+    ) -> Result<T> {
         let run = async {
-            let mut handle = self.handle_for_slot(Some(slot)).await?;
+            let mut handle = self.handle_for_slot(slot).await?;
             cmd.query_async(&mut handle).await
         };
         self.finish(

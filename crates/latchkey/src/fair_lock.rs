@@ -989,15 +989,5 @@ pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
 pub(crate) async fn run_task(client: &Client, task: Task, name: &str) -> Result<i64> {
     let conn = client.inner.conn.clone();
     let name = name.to_owned();
-    detached(async move {
-        let mut invocation = task.script.prepare_invoke();
-        for key in &task.keys {
-            invocation.key(&**key);
-        }
-        for arg in &task.args {
-            invocation.arg(arg);
-        }
-        conn.script::<i64>(&invocation, task.context, &name).await
-    })
-    .await?
+    detached(async move { task.run::<i64>(&conn, &name).await }).await?
 }

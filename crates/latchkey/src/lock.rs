@@ -900,17 +900,7 @@ impl LockGuard {
         let task = self.lock.release_task(lease_ms);
         let conn = client.conn.clone();
         let name = inner.name.clone();
-        let left = detached(async move {
-            let mut invocation = task.script.prepare_invoke();
-            for key in &task.keys {
-                invocation.key(&**key);
-            }
-            for arg in &task.args {
-                invocation.arg(arg);
-            }
-            conn.script::<i64>(&invocation, task.context, &name).await
-        })
-        .await??;
+        let left = detached(async move { task.run::<i64>(&conn, &name).await }).await??;
         if left < 0 {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),

@@ -602,17 +602,8 @@ impl PermitSemaphore {
         let task = self.release_task(ids);
         let conn = self.inner.client.inner.conn.clone();
         let name = self.inner.name.clone();
-        let unknown: Vec<String> = detached(Box::pin(async move {
-            let mut invocation = task.script.prepare_invoke();
-            for key in &task.keys {
-                invocation.key(&**key);
-            }
-            for arg in &task.args {
-                invocation.arg(arg);
-            }
-            conn.script(&invocation, task.context, &name).await
-        }))
-        .await??;
+        let unknown: Vec<String> =
+            detached(Box::pin(async move { task.run(&conn, &name).await })).await??;
         match unknown.into_iter().next() {
             None => Ok(()),
             Some(permit) => Err(Error::UnknownPermit {

@@ -206,8 +206,12 @@ impl Inner {
         granted: impl FnOnce(&T) -> bool,
         undo: impl FnOnce() -> Task,
     ) -> Result<T> {
-        // The shard that owns the object (every key of it shares one slot).
-        let slot = call.keys.first().map_or(0, |key| key_slot(key.as_bytes()));
+        // The shard that owns the object (every key of it shares one slot); not needed, and
+        // not computed, without replica sync.
+        let slot = match self.replica_sync {
+            Some(_) => call.keys.first().map_or(0, |key| key_slot(key.as_bytes())),
+            None => 0,
+        };
         let Some((replicas, wait)) = self.replica_wait(slot).await? else {
             let mut invocation = call.script.prepare_invoke();
             for key in call.keys {
@@ -239,17 +243,7 @@ impl Inner {
         // holds them. Nothing was recorded yet (no guard, no watchdog entry), so the release
         // script alone undoes it. If the undo itself fails, its error is returned instead: a
         // lease-bound grant then ends with its lease.
-        let task = undo();
-        let mut invocation = task.script.prepare_invoke();
-        for key in &task.keys {
-            invocation.key(&**key);
-        }
-        for arg in &task.args {
-            invocation.arg(arg);
-        }
-        self.conn
-            .script::<redis::Value>(&invocation, "undoing an unreplicated acquire", call.name)
-            .await?;
+        undo().run::<redis::Value>(&self.conn, call.name).await?;
         Err(Error::NotReplicated {
             name: call.name.to_owned(),
             timeout: wait,

@@ -414,17 +414,8 @@ impl Semaphore {
         let task = self.release_task(n);
         let conn = self.inner.client.inner.conn.clone();
         let name = self.inner.name.clone();
-        let reply: Vec<i64> = detached(Box::pin(async move {
-            let mut invocation = task.script.prepare_invoke();
-            for key in &task.keys {
-                invocation.key(&**key);
-            }
-            for arg in &task.args {
-                invocation.arg(arg);
-            }
-            conn.script(&invocation, task.context, &name).await
-        }))
-        .await??;
+        let reply: Vec<i64> =
+            detached(Box::pin(async move { task.run(&conn, &name).await })).await??;
         match reply.as_slice() {
             [1, _] => Ok(()),
             [0, total] => Err(Error::OverRelease {

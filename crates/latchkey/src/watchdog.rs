@@ -348,6 +348,25 @@ pub(crate) struct Task {
     pub(crate) context: &'static str,
 }
 
+impl Task {
+    /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
+    /// names the object in errors.
+    pub(crate) async fn run<T: redis::FromRedisValue>(
+        &self,
+        conn: &Conn,
+        name: &str,
+    ) -> crate::error::Result<T> {
+        let mut invocation = self.script.prepare_invoke();
+        for key in &self.keys {
+            invocation.key(&**key);
+        }
+        for arg in &self.args {
+            invocation.arg(arg);
+        }
+        conn.script(&invocation, self.context, name).await
+    }
+}
+
 /// Starts the watchdog task and returns the queue for background work.
 pub(crate) fn start(
     conn: Conn,
@@ -484,18 +503,8 @@ async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: 
 }
 
 async fn run_task(conn: Conn, task: Task) {
-    let mut invocation = task.script.prepare_invoke();
-    for key in &task.keys {
-        invocation.key(&**key);
-    }
-    for arg in &task.args {
-        invocation.arg(arg);
-    }
     let name = task.keys.first().map_or("", |k| &**k);
-    if let Err(e) = conn
-        .script::<redis::Value>(&invocation, task.context, name)
-        .await
-    {
+    if let Err(e) = task.run::<redis::Value>(&conn, name).await {
         tracing::warn!(key = %name, error = %e, "latchkey background {} failed; it expires with its lease", task.context);
     }
 }

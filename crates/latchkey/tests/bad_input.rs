@@ -8,6 +8,7 @@
 //! doctest on `LockGuard::unlock`).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, Error, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN};
@@ -862,39 +863,72 @@ async fn same_handle_after_an_uncertain_acquire_frees_the_lock_on_unlock() {
     );
 }
 
-/// An unlock that never reached Redis (the connection broke) leaves the hold in Redis, to
-/// expire with its lease. The same handle's next acquire must not re-enter it: its unlock must
-/// free the lock. (Found by the `redis_restart_with_aof` chaos scenario, where one worker kept
-/// re-entering such a hold with the same fencing token while the others starved.)
-#[tokio::test]
-async fn same_handle_after_an_unlock_that_never_reached_redis_frees_the_lock_on_unlock() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(&server.addr());
-    let a = Client::builder(proxy.url())
+/// A client whose connections all go through `proxy`, with a short command timeout.
+async fn client_via(proxy: &FaultProxy) -> Client {
+    Client::builder(proxy.url())
         .watchdog_timeout(Duration::from_secs(2))
         .command_timeout(Duration::from_millis(300))
         .connect()
         .await
-        .unwrap();
-    let mut conn = server.conn().await;
-    let lock = a.lock("u");
-    let guard = lock.lock().await.unwrap();
+        .unwrap()
+}
+
+/// Runs `unlock` into a black hole and drops the connections, so that the release never
+/// reaches Redis; the unlock must report a connection error.
+async fn lose_the_unlock(proxy: &FaultProxy, unlock: impl Future<Output = latchkey::Result<()>>) {
     proxy.blackhole(true);
-    let err = guard.unlock().await.unwrap_err();
+    let err = unlock.await.unwrap_err();
     assert!(err.is_connection(), "{err:?}");
     proxy.drop_connections(); // what the black hole held back is lost
     proxy.blackhole(false);
-    let stranded: bool = conn.hexists("u", lock.owner_id()).await.unwrap();
-    assert!(stranded, "the release never reached Redis");
+}
 
-    let again = loop {
-        match lock.lock().await {
-            Ok(guard) => break guard,
+/// `op` once the client has reconnected: connection errors are retried.
+async fn once_reconnected<T, F, Fut>(mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = latchkey::Result<T>>,
+{
+    loop {
+        match op().await {
+            Ok(value) => return value,
             Err(e) if e.is_connection() => tokio::time::sleep(Duration::from_millis(50)).await,
             Err(e) => panic!("{e}"),
         }
-    };
+    }
+}
+
+/// An unlock that never reached Redis (the connection broke) leaves the hold in Redis, to
+/// expire with its lease. The same handle's next acquire takes that stranded hold over as a new
+/// hold: one hold (not re-entered, or its unlock would leave the lock held), and a new fencing
+/// token (two separate critical sections must never carry one token, or fenced storage could not
+/// tell the second from a late write of the first). Found by the chaos scenarios
+/// `redis_restart_with_aof` (a worker re-entered such a hold while the others starved),
+/// `proxy_drop_connections` and `sentinel_failover` (duplicate tokens). The same take-over after
+/// a hold reported lost: `a_late_grant_reported_lost_is_taken_over_with_a_new_fencing_token` in
+/// `crates/chaos/tests/found_bugs.rs`.
+#[tokio::test]
+async fn same_handle_after_an_unlock_that_never_reached_redis_takes_the_hold_over() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(&server.addr());
+    let a = client_via(&proxy).await;
+    let mut conn = server.conn().await;
+    let lock = a.lock("u");
+    let guard = lock.lock().await.unwrap();
+    let first = guard.fencing_token();
+    lose_the_unlock(&proxy, guard.unlock()).await;
+    let stranded: bool = conn.hexists("u", lock.owner_id()).await.unwrap();
+    assert!(stranded, "the release never reached Redis");
+
+    let again = once_reconnected(|| lock.lock()).await;
+    let holds: u64 = conn.hget("u", lock.owner_id()).await.unwrap();
+    assert_eq!(holds, 1, "taken over, not re-entered");
+    let second = again.fencing_token();
     again.unlock().await.unwrap();
+    assert!(
+        second > first,
+        "a new hold after the failed unlock got the same token {second} as the hold before it ({first})"
+    );
     let held: bool = conn.exists("u").await.unwrap();
     assert!(
         !held,
@@ -904,81 +938,30 @@ async fn same_handle_after_an_unlock_that_never_reached_redis_frees_the_lock_on_
     );
 }
 
-/// The fair lock, after an unlock that never reached Redis: the handle's next acquire takes the
-/// stranded hold over as a new hold (one hold, a new fencing token), so its unlock frees the lock
-/// (it used to re-enter the stranded hold: count 2, and the unlock left the lock held).
+/// The fair lock, after an unlock that never reached Redis: as the plain lock, the handle's next
+/// acquire takes the stranded hold over as a new hold (one hold, a new fencing token), so its
+/// unlock frees the lock (it used to re-enter the stranded hold: count 2, and the unlock left
+/// the lock held).
 #[tokio::test]
 async fn fair_lock_same_handle_after_a_lost_unlock_takes_the_hold_over() {
     let server = RedisServer::spawn();
     let proxy = FaultProxy::start(&server.addr());
-    let a = Client::builder(proxy.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .command_timeout(Duration::from_millis(300))
-        .connect()
-        .await
-        .unwrap();
+    let a = client_via(&proxy).await;
     let mut conn = server.conn().await;
     let lock = a.fair_lock("fu");
     let guard = lock.lock().await.unwrap();
     let first = guard.fencing_token();
-    proxy.blackhole(true);
-    assert!(guard.unlock().await.unwrap_err().is_connection());
-    proxy.drop_connections();
-    proxy.blackhole(false);
+    lose_the_unlock(&proxy, guard.unlock()).await;
     let stranded: bool = conn.hexists("fu", lock.owner_id()).await.unwrap();
     assert!(stranded, "the release never reached Redis");
-    let again = loop {
-        match lock.lock().await {
-            Ok(guard) => break guard,
-            Err(e) if e.is_connection() => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("{e}"),
-        }
-    };
+
+    let again = once_reconnected(|| lock.lock()).await;
     let holds: u64 = conn.hget("fu", lock.owner_id()).await.unwrap();
     assert_eq!(holds, 1, "taken over, not re-entered");
     assert!(again.fencing_token() > first, "a new hold gets a new token");
     again.unlock().await.unwrap();
     let held: bool = conn.exists("fu").await.unwrap();
     assert!(!held, "the handle's only hold was released");
-}
-
-/// After an unlock that never reached Redis, the handle's next acquire takes the stranded hold
-/// over (reset to one hold) as a *new* hold with a new fencing token: two separate critical
-/// sections must never carry one token, or fenced storage could not tell the second from a late
-/// write of the first. (Found as a bug by the chaos scenarios `redis_restart_with_aof`,
-/// `proxy_drop_connections` and `sentinel_failover`: duplicate tokens. The same take-over after
-/// a hold reported lost: `a_late_grant_reported_lost_is_taken_over_with_a_new_fencing_token` in
-/// `crates/chaos/tests/found_bugs.rs`.)
-#[tokio::test]
-async fn a_hold_taken_over_after_a_lost_unlock_gets_a_new_fencing_token() {
-    let server = RedisServer::spawn();
-    let proxy = FaultProxy::start(&server.addr());
-    let a = Client::builder(proxy.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .command_timeout(Duration::from_millis(300))
-        .connect()
-        .await
-        .unwrap();
-    let lock = a.lock("k");
-    let guard = lock.lock().await.unwrap();
-    let first = guard.fencing_token();
-    proxy.blackhole(true);
-    assert!(guard.unlock().await.unwrap_err().is_connection());
-    proxy.drop_connections();
-    proxy.blackhole(false);
-    let again = loop {
-        match lock.lock().await {
-            Ok(guard) => break guard,
-            Err(e) if e.is_connection() => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("{e}"),
-        }
-    };
-    let second = again.fencing_token();
-    again.unlock().await.unwrap();
-    assert!(
-        second > first,
-        "a new hold after the failed unlock got the same token {second} as the hold before it ({first})"
-    );
 }
 
 /// `SCRIPT FLUSH` (or a restart, or a failover to a server that never saw the scripts): the

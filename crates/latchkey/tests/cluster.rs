@@ -237,20 +237,15 @@ fn shards(cluster: &RedisCluster, prefix: &str) -> Vec<Shard> {
     shards
 }
 
-/// How many `WAIT`s `server` has run.
-fn wait_calls(server: &RedisServer) -> u64 {
-    server
-        .info("commandstats")
-        .get("cmdstat_wait")
-        .and_then(|v| v.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// `WAIT` calls of every node, by node index (0 for a node that is not running).
 fn all_wait_calls(cluster: &RedisCluster) -> Vec<u64> {
-    let calls = |n: &RedisServer| if n.is_running() { wait_calls(n) } else { 0 };
+    let calls = |n: &RedisServer| {
+        if n.is_running() {
+            n.command_calls("wait")
+        } else {
+            0
+        }
+    };
     cluster.nodes().iter().map(calls).collect()
 }
 
@@ -405,11 +400,7 @@ async fn auto_replica_sync_is_decided_per_shard() {
     let (lost, kept) = shards.split_first().unwrap();
     cluster.kill(lost.replica);
     let primary = &cluster.nodes()[lost.primary];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while primary.info("replication").get("connected_slaves") != Some(&"0".to_owned()) {
-        assert!(Instant::now() < deadline, "the primary saw its replica go");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    primary.wait_until_replicas(0, Duration::from_secs(10));
     let guard = client.lock(lost.names[0].as_str()).lock().await.unwrap();
     guard.unlock().await.unwrap();
     let waited = waits_for(&client, &cluster, &[lost.names[0].as_str()]).await;

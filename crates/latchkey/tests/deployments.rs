@@ -259,17 +259,6 @@ fn read<T: redis::FromRedisValue>(server: &RedisServer, args: &[&str]) -> T {
         .unwrap_or_else(|e| panic!("{args:?} on {}: {e} ({reply:?})", server.addr()))
 }
 
-/// How many `WAIT`s `server` has run.
-fn wait_calls(server: &RedisServer) -> u64 {
-    server
-        .info("commandstats")
-        .get("cmdstat_wait")
-        .and_then(|v| v.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The names of the keys on `server` that match `pattern`, sorted.
 fn keys(server: &RedisServer, pattern: &str) -> Vec<String> {
     let mut keys: Vec<String> = read(server, &["KEYS", pattern]);
@@ -305,7 +294,7 @@ async fn every_lock_family_acquire_is_undone_when_no_replica_acknowledges() {
 
     let fair = client.fair_lock("fair");
     let rw = client.rw_lock("rw");
-    let waits = wait_calls(&primary);
+    let waits = primary.command_calls("wait");
     // A replica that does not answer: every acquire is granted on the primary, WAITed for in
     // vain, undone and reported.
     replica.pause_process();
@@ -352,7 +341,7 @@ async fn every_lock_family_acquire_is_undone_when_no_replica_acknowledges() {
     expected.sort();
     assert_eq!(after, expected, "keys before the acquires: {before:?}");
     assert!(
-        wait_calls(&primary) >= waits + 5,
+        primary.command_calls("wait") >= waits + 5,
         "every acquire sent a WAIT"
     );
     // Through the API too, and nothing is left to renew.
@@ -397,7 +386,7 @@ async fn every_lock_family_acquire_waits_until_the_replica_has_it() {
     warm.read().lock().await.unwrap().unlock().await.unwrap();
     semaphore.acquire(1).await.unwrap().release().await.unwrap();
     permits.acquire(1).await.unwrap().release().await.unwrap();
-    let waits = wait_calls(&primary);
+    let waits = primary.command_calls("wait");
 
     // Each acquire returns only once the replica acknowledged it, so the replica is read right
     // away, without waiting for replication to catch up.
@@ -451,7 +440,7 @@ async fn every_lock_family_acquire_waits_until_the_replica_has_it() {
     assert_eq!((available, leases), (1, 2), "permit semaphore");
 
     assert_eq!(
-        wait_calls(&primary) - waits,
+        primary.command_calls("wait") - waits,
         6,
         "one WAIT per acquire, pipelined with it"
     );
@@ -493,18 +482,8 @@ async fn auto_replica_sync_covers_every_lock_family_acquire() {
     // No replica at all: the first acquire may find that out by one WAIT; after it, every kind
     // of acquire goes on without waiting (and nothing is undone).
     replica.kill();
-    for _ in 0..200 {
-        if primary
-            .info("replication")
-            .get("connected_slaves")
-            .map(String::as_str)
-            == Some("0")
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let before = wait_calls(&primary);
+    primary.wait_until_replicas(0, Duration::from_secs(10));
+    let before = primary.command_calls("wait");
     let rw = client.rw_lock("rw");
     let fair = client.fair_lock("fair").lock().await.unwrap();
     let write = rw.write().lock().await.unwrap();
@@ -512,7 +491,7 @@ async fn auto_replica_sync_covers_every_lock_family_acquire() {
     let read_hold = rw.read().lock().await.unwrap();
     let taken = semaphore.acquire(1).await.unwrap();
     let leased = permits.acquire(1).await.unwrap();
-    let waits = wait_calls(&primary) - before;
+    let waits = primary.command_calls("wait") - before;
     assert!(
         waits <= 1,
         "with no replica left, acquires must go on without waiting, yet {waits} of 5 sent a WAIT"

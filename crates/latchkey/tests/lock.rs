@@ -26,26 +26,6 @@ async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> 
     v.1
 }
 
-async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    command_calls(conn, "evalsha").await
-}
-
-/// How many times clients ran `command` (`INFO commandstats`).
-async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:");
-    info.lines()
-        .find(|l| l.starts_with(&prefix))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|s| s.split(',').next())
-        .map(|s| s.parse().unwrap())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_of_4_clients_by_4_tasks() {
     let server = RedisServer::spawn();
@@ -195,9 +175,9 @@ async fn watchdog_keeps_the_lock_past_three_leases_and_stops_after_unlock() {
     guard.unlock().await.unwrap();
     assert_eq!(a.tracked_lock_count(), 0);
     // No renewal runs any more: over several periods no script is called.
-    let before = evalsha_calls(&mut conn).await;
+    let before = server.command_calls("evalsha");
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(evalsha_calls(&mut conn).await, before);
+    assert_eq!(server.command_calls("evalsha"), before);
 }
 
 #[tokio::test]
@@ -926,7 +906,7 @@ async fn a_channel_in_steady_use_is_not_resubscribed() {
     let total: i64 = conn.get(counter).await.unwrap();
     assert_eq!(total as u64, sections, "mutual exclusion");
     assert!(sections > 50, "the lock was contended: {sections} sections");
-    let subscribes = command_calls(&mut conn, "subscribe").await;
+    let subscribes = server.command_calls("subscribe");
     // One SUBSCRIBE per client, plus at most one more each if a client's channel was idle
     // for a whole linger at some point (waits are ~2 ms here, the linger 100 ms).
     assert!(

@@ -635,6 +635,22 @@ impl RedisServer {
         }
     }
 
+    /// How many times `command` (lower case, e.g. `"wait"`, `"evalsha"`, `"subscribe"`) has
+    /// run on this server since it started or `CONFIG RESETSTAT`, from `INFO commandstats`
+    /// (commands run by scripts included); 0 if it never ran.
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer `INFO`.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.info("commandstats")
+            .get(&format!("cmdstat_{command}"))
+            .and_then(|v| v.split("calls=").nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// For a replica: waits until `INFO replication` reports `master_link_status:up` (the
     /// initial sync is done). [`ServerBuilder::spawn`] does not wait for that.
     ///
@@ -651,6 +667,29 @@ impl RedisServer {
         });
         if let Err(problem) = result {
             panic!("{} did not sync within {timeout:?}: {problem}", self.addr());
+        }
+    }
+
+    /// For a primary: waits until `INFO replication` reports exactly `count` connected replicas
+    /// (e.g. 0 after a replica was killed: the primary notices only when the link breaks).
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within `timeout`.
+    pub fn wait_until_replicas(&self, count: usize, timeout: Duration) {
+        let want = count.to_string();
+        let result = crate::util::poll_until(timeout, Duration::from_millis(20), || {
+            let info = self.try_info("replication", Duration::from_secs(2))?;
+            match info.get("connected_slaves") {
+                Some(n) if *n == want => Ok(()),
+                other => Err(format!("connected_slaves is {other:?}")),
+            }
+        });
+        if let Err(problem) = result {
+            panic!(
+                "{} did not get to {count} replicas within {timeout:?}: {problem}",
+                self.addr()
+            );
         }
     }
 

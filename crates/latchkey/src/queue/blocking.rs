@@ -891,19 +891,7 @@ impl<T> Delivery<T> {
         let task = self.requeue_task(delay_us);
         let core = self.core.clone();
         crate::task::detached(async move {
-            let mut invocation = task.script.prepare_invoke();
-            for key in &task.keys {
-                invocation.key(&**key);
-            }
-            for arg in &task.args {
-                invocation.arg(arg);
-            }
-            let released: i64 = core
-                .client
-                .inner
-                .conn
-                .script(&invocation, task.context, &core.name)
-                .await?;
+            let released: i64 = task.run(&core.client.inner.conn, &core.name).await?;
             Ok(released == 1)
         })
         .await?
