@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::checker::Leftovers;
 use crate::history::{now_ns, read_histories, read_history_file, Event, EventKind, HistoryWriter};
-use crate::worker::{owner_file, stop_file, summary_file, WorkerConfig, WorkerSummary};
+use crate::worker::{owner_file, stop_file, summary_file, Primitive, WorkerConfig, WorkerSummary};
 
 /// Whether the long soak was asked for (`LATCHKEY_SOAK=1`, or any value but
 /// `0` and the empty string).
@@ -130,11 +130,18 @@ impl Admin {
         result
     }
 
-    /// The owner fields of the lock hash `name` (empty when it is free or
-    /// the server cannot be asked).
+    /// The owner ids holding the lock hash `name` (empty when it is free or
+    /// the server cannot be asked): its fields, except a read-write lock's
+    /// `mode`, and with a write hold's `:write` suffix taken off.
     pub fn holders(&mut self, name: &str) -> Vec<String> {
-        self.query(redis::cmd("HKEYS").arg(name))
-            .unwrap_or_default()
+        let fields: Vec<String> = self
+            .query(redis::cmd("HKEYS").arg(name))
+            .unwrap_or_default();
+        fields
+            .into_iter()
+            .filter(|f| f != "mode")
+            .map(|f| f.strip_suffix(":write").map_or(f.clone(), str::to_owned))
+            .collect()
     }
 }
 
@@ -538,28 +545,41 @@ impl Drop for Run {
     }
 }
 
-/// The keys of lock `name` (latchkey's layout).
+/// The keys and channel of lock `name` of one [`Primitive`] (latchkey's
+/// layout).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeyNames {
     /// The lock hash.
     pub lock: String,
     /// The fencing counter (never expires, by design).
     pub token: String,
-    /// The unlock channel.
+    /// The channel every waiter of the lock listens on (a fair lock's
+    /// waiters listen on `<channel>:<owner id>` instead).
     pub channel: String,
-    /// The wait queue (expires by itself).
-    pub queue: String,
-    /// The waiters' liveness hash (expires by itself).
-    pub alive: String,
-    /// The hand-off reservation (expires by itself).
-    pub hand_off: String,
+    /// The waiters' bookkeeping (wait queue, liveness, hand-off reservation,
+    /// pending writers): every one of these keys expires by itself.
+    pub waiting: Vec<String>,
+    /// The longest expiry a key of [`LockKeyNames::waiting`] may have.
+    pub waiting_ttl_ms: i64,
 }
 
+/// The longest a key of latchkey's wait queue lives: a waiter registers
+/// until its next attempt (at most 2 s away) plus 2 s of slack. The same
+/// holds for a read-write lock's pending-writer marks.
+pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
+
 impl LockKeyNames {
-    /// The names for lock `name`: `<prefix>:{<name>}`, or `<prefix>:<name>`
-    /// when the name has a `{` of its own (Redisson's `prefixName`, which
-    /// latchkey follows so that every key of a lock shares its cluster slot).
+    /// The names for [`latchkey::Lock`] `name`: `<prefix>:{<name>}`, or
+    /// `<prefix>:<name>` when the name has a `{` of its own (Redisson's
+    /// `prefixName`, which latchkey follows so that every key of a lock
+    /// shares its cluster slot).
     pub fn new(name: &str) -> LockKeyNames {
+        LockKeyNames::of(Primitive::Lock, name, Duration::ZERO)
+    }
+
+    /// The names for lock `name` of kind `primitive`; `waiter_timeout` is a
+    /// fair lock's (it bounds the expiry of its queue keys).
+    pub fn of(primitive: Primitive, name: &str, waiter_timeout: Duration) -> LockKeyNames {
         let derived = |prefix: &str| {
             if name.contains('{') {
                 format!("{prefix}:{name}")
@@ -567,14 +587,44 @@ impl LockKeyNames {
                 format!("{prefix}:{{{name}}}")
             }
         };
-        LockKeyNames {
-            lock: name.to_owned(),
-            token: derived("redisson_lock_token"),
-            channel: derived("redisson_lock__channel"),
-            queue: derived("latchkey_lock_queue"),
-            alive: derived("latchkey_lock_alive"),
-            hand_off: derived("latchkey_lock_handoff"),
+        match primitive {
+            Primitive::Lock => LockKeyNames {
+                lock: name.to_owned(),
+                token: derived("redisson_lock_token"),
+                channel: derived("redisson_lock__channel"),
+                waiting: vec![
+                    derived("latchkey_lock_queue"),
+                    derived("latchkey_lock_alive"),
+                    derived("latchkey_lock_handoff"),
+                ],
+                waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
+            },
+            Primitive::FairLock => LockKeyNames {
+                lock: name.to_owned(),
+                token: derived("redisson_lock_token"),
+                channel: derived("redisson_lock__channel"),
+                waiting: vec![
+                    derived("redisson_lock_queue"),
+                    derived("redisson_lock_timeout"),
+                ],
+                waiting_ttl_ms: waiter_timeout.as_millis() as i64,
+            },
+            Primitive::WriteLock => LockKeyNames {
+                lock: name.to_owned(),
+                token: derived("latchkey_rwlock_token"),
+                channel: derived("redisson_rwlock"),
+                waiting: vec![derived("latchkey_rwlock_writers")],
+                waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
+            },
         }
+    }
+
+    /// The names for the lock the workers of `config` contend for.
+    pub fn for_workers(config: &WorkerConfig) -> LockKeyNames {
+        let waiter_timeout = config
+            .waiter_timeout_ms
+            .map_or(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_millis);
+        LockKeyNames::of(config.primitive, &config.lock_name, waiter_timeout)
     }
 }
 
@@ -621,26 +671,22 @@ impl Quiesced {
     }
 }
 
-/// The longest a key of latchkey's wait queue lives: a waiter registers
-/// until its next attempt (at most 2 s away) plus 2 s of slack.
-pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
-
 impl Quiesced {
     /// What was wrong with the keys present when the workers stopped, given
-    /// lock `name` and the longest lease used: the fencing counter must have
-    /// no expiry, the lock hash an expiry of at most `max_lease_ms`, the wait
-    /// queue keys one of at most [`WAIT_QUEUE_TTL_MS`]; no other key may
-    /// exist. Empty when everything is accounted for.
-    pub fn unaccounted_keys(&self, name: &str, max_lease_ms: i64) -> Vec<String> {
-        let names = LockKeyNames::new(name);
+    /// the lock's `names` and the longest lease used: the fencing counter
+    /// must have no expiry, the lock hash an expiry of at most
+    /// `max_lease_ms`, the waiters' keys one of at most
+    /// [`LockKeyNames::waiting_ttl_ms`]; no other key may exist. Empty when
+    /// everything is accounted for.
+    pub fn unaccounted_keys(&self, names: &LockKeyNames, max_lease_ms: i64) -> Vec<String> {
         let mut problems = Vec::new();
         for (key, (kind, pttl)) in &self.keys_at_stop {
             let ok = if *key == names.token {
                 kind == "string" && *pttl == -1
             } else if *key == names.lock {
                 kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
-            } else if *key == names.queue || *key == names.alive || *key == names.hand_off {
-                *pttl > 0 && *pttl <= WAIT_QUEUE_TTL_MS
+            } else if names.waiting.contains(key) {
+                *pttl > 0 && *pttl <= names.waiting_ttl_ms
             } else {
                 false
             };
@@ -683,12 +729,12 @@ fn pttl(admin: &mut Admin, key: &str) -> i64 {
 /// Subscribed channels with their subscriber counts: the lock's unlock
 /// channel (`PUBSUB NUMSUB`), and every other channel `PUBSUB CHANNELS` lists
 /// except Sentinel's own `__sentinel__:*`.
-pub fn subscribed_channels(admin: &mut Admin, lock_name: &str) -> Vec<(String, i64)> {
+pub fn subscribed_channels(admin: &mut Admin, names: &LockKeyNames) -> Vec<(String, i64)> {
     let mut channels: Vec<String> = admin
         .query(&redis::cmd("PUBSUB").arg("CHANNELS").to_owned())
         .unwrap_or_default();
     channels.retain(|c| !c.starts_with("__sentinel__:"));
-    let own = LockKeyNames::new(lock_name).channel;
+    let own = names.channel.clone();
     if !channels.contains(&own) {
         channels.push(own);
     }
@@ -704,17 +750,18 @@ pub fn subscribed_channels(admin: &mut Admin, lock_name: &str) -> Vec<(String, i
     out
 }
 
-/// Waits (at most `settle`) until the lock server holds nothing of lock
-/// `name` but its fencing counter and nobody is subscribed to anything, then
-/// accounts for what is left:
+/// Waits (at most `settle`) until the lock server holds nothing of the lock
+/// (`names`) but its fencing counter and nobody is subscribed to anything,
+/// then accounts for what is left:
 ///
 /// * `lock_keys`: the lock hash, and any key that is not one of the lock's
-///   (the fencing counter `redisson_lock_token:{name}` is expected and never
-///   expires: it is not a leftover);
-/// * `hold_counts`: the fields of the lock hash;
-/// * `queue_entries`: members of `latchkey_lock_queue:{name}` and
-///   `latchkey_lock_alive:{name}`, and the hand-off reservation, still there
-///   after `settle` (they expire within seconds by design);
+///   (the fencing counter is expected and never expires: it is not a
+///   leftover);
+/// * `hold_counts`: the hold fields of the lock hash (a read-write lock's
+///   `mode` field is not a hold);
+/// * `queue_entries`: members of the waiters' keys ([`LockKeyNames::waiting`]:
+///   wait queues, liveness, hand-off reservation, pending writers) still
+///   there after `settle` (they expire by themselves, by design);
 /// * `subscriptions`: channels with subscribers (`PUBSUB CHANNELS`), and the
 ///   worker processes that reported subscriptions or tracked holds when
 ///   they stopped (`summaries`).
@@ -722,11 +769,10 @@ pub fn subscribed_channels(admin: &mut Admin, lock_name: &str) -> Vec<(String, i
 /// Call it after every worker process has exited.
 pub fn quiesce(
     admin: &mut Admin,
-    name: &str,
+    names: &LockKeyNames,
     settle: Duration,
     summaries: &[(u32, WorkerSummary)],
 ) -> Quiesced {
-    let names = LockKeyNames::new(name);
     let started = Instant::now();
     let mut quiesced = Quiesced::default();
     for key in scan_keys(admin) {
@@ -736,7 +782,7 @@ pub fn quiesce(
     }
     let clean = |admin: &mut Admin| {
         scan_keys(admin).iter().all(|k| *k == names.token)
-            && subscribed_channels(admin, name).is_empty()
+            && subscribed_channels(admin, names).is_empty()
     };
     if poll_until(settle, Duration::from_millis(50), || clean(admin)) {
         quiesced.settled_after = Some(started.elapsed());
@@ -747,34 +793,37 @@ pub fn quiesce(
             continue;
         }
         if key == names.lock {
-            let fields: Vec<(String, u64)> = admin
+            let fields: Vec<(String, String)> = admin
                 .query(redis::cmd("HGETALL").arg(&key))
                 .unwrap_or_default();
             for (owner, holds) in fields {
-                leftovers.hold_counts.insert(owner, holds);
+                if owner != "mode" {
+                    leftovers
+                        .hold_counts
+                        .insert(owner, holds.parse().unwrap_or(u64::MAX));
+                }
             }
             leftovers.lock_keys.push(key);
-        } else if key == names.queue {
-            let members: Vec<String> = admin
-                .query(redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1))
-                .unwrap_or_default();
-            leftovers
-                .queue_entries
-                .extend(members.into_iter().map(|m| format!("{key}: {m}")));
-        } else if key == names.alive {
-            let members: Vec<String> = admin
-                .query(redis::cmd("HKEYS").arg(&key))
-                .unwrap_or_default();
-            leftovers
-                .queue_entries
-                .extend(members.into_iter().map(|m| format!("{key}: {m}")));
-        } else if key == names.hand_off {
-            leftovers.queue_entries.push(key);
+        } else if names.waiting.contains(&key) {
+            let members: Vec<String> = match key_type(admin, &key).as_str() {
+                "zset" => admin.query(redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1)),
+                "list" => admin.query(redis::cmd("LRANGE").arg(&key).arg(0).arg(-1)),
+                "hash" => admin.query(redis::cmd("HKEYS").arg(&key)),
+                _ => Ok(Vec::new()),
+            }
+            .unwrap_or_default();
+            if members.is_empty() {
+                leftovers.queue_entries.push(key);
+            } else {
+                leftovers
+                    .queue_entries
+                    .extend(members.into_iter().map(|m| format!("{key}: {m}")));
+            }
         } else {
             leftovers.lock_keys.push(key);
         }
     }
-    for (channel, n) in subscribed_channels(admin, name) {
+    for (channel, n) in subscribed_channels(admin, names) {
         leftovers
             .subscriptions
             .push(format!("{channel} ({n} subscribers)"));
@@ -855,13 +904,30 @@ mod tests {
         let names = LockKeyNames::new("a");
         assert_eq!(names.token, "redisson_lock_token:{a}");
         assert_eq!(names.channel, "redisson_lock__channel:{a}");
-        assert_eq!(names.hand_off, "latchkey_lock_handoff:{a}");
+        assert_eq!(names.waiting[2], "latchkey_lock_handoff:{a}");
         let names = LockKeyNames::new("a:{b}");
         assert_eq!(names.lock, "a:{b}");
         assert_eq!(names.token, "redisson_lock_token:a:{b}");
         assert_eq!(names.channel, "redisson_lock__channel:a:{b}");
-        assert_eq!(names.queue, "latchkey_lock_queue:a:{b}");
-        assert_eq!(names.alive, "latchkey_lock_alive:a:{b}");
+        assert_eq!(
+            names.waiting,
+            [
+                "latchkey_lock_queue:a:{b}",
+                "latchkey_lock_alive:a:{b}",
+                "latchkey_lock_handoff:a:{b}"
+            ]
+        );
+        let fair = LockKeyNames::of(Primitive::FairLock, "a", Duration::from_secs(7));
+        assert_eq!(fair.token, "redisson_lock_token:{a}");
+        assert_eq!(
+            fair.waiting,
+            ["redisson_lock_queue:{a}", "redisson_lock_timeout:{a}"]
+        );
+        assert_eq!(fair.waiting_ttl_ms, 7000);
+        let write = LockKeyNames::of(Primitive::WriteLock, "a", Duration::ZERO);
+        assert_eq!(write.token, "latchkey_rwlock_token:{a}");
+        assert_eq!(write.channel, "redisson_rwlock:{a}");
+        assert_eq!(write.waiting, ["latchkey_rwlock_writers:{a}"]);
     }
 
     #[test]

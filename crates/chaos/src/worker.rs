@@ -28,11 +28,28 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use latchkey::{Client, LockGuard, LockOptions, RedLock, RedLockGuard};
+use latchkey::{
+    Client, FairLock, FairLockGuard, LockGuard, LockOptions, RedLock, RedLockGuard, WriteGuard,
+    WriteLock,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{EventKind, HistoryWriter};
 use crate::store::FENCED_WRITE_LUA;
+
+/// Which latchkey primitive the workers of a run contend for (on
+/// [`WorkerConfig::lock_url`]; [`WorkerConfig::redlock_urls`] overrides it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Primitive {
+    /// [`latchkey::Lock`], the reentrant lock.
+    #[default]
+    Lock,
+    /// [`latchkey::FairLock`]: one wait queue in Redis, served in arrival order.
+    FairLock,
+    /// The write side of a [`latchkey::RwLock`] (writers exclude each other).
+    WriteLock,
+}
 
 /// Everything a worker process needs; passed as JSON in its only argument.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +64,10 @@ pub struct WorkerConfig {
     pub store_url: String,
     /// Name of the lock all workers contend for.
     pub lock_name: String,
+    /// What kind of lock that is.
+    pub primitive: Primitive,
+    /// The fair lock's waiter timeout (`None`: the library's default).
+    pub waiter_timeout_ms: Option<u64>,
     /// Key of the fencing store's hash.
     pub store_key: String,
     /// The client's watchdog timeout (the lease of locks taken without one).
@@ -96,6 +117,8 @@ impl WorkerConfig {
             lock_url: String::new(),
             store_url: String::new(),
             lock_name: "chaos".into(),
+            primitive: Primitive::Lock,
+            waiter_timeout_ms: None,
             store_key: "chaos:store".into(),
             watchdog_timeout_ms: 3000,
             command_timeout_ms: 1000,
@@ -285,6 +308,10 @@ async fn connect_client(
 enum Backend {
     /// A reentrant lock on one server; the handle is the owner.
     Lock(latchkey::Lock),
+    /// A fair lock on one server; the handle is the owner.
+    Fair(FairLock),
+    /// The write side of a read-write lock on one server; the handle is the owner.
+    Write(WriteLock),
     /// A RedLock over several servers; every acquire is a new owner.
     RedLock(RedLock),
 }
@@ -292,6 +319,8 @@ enum Backend {
 /// A hold of either backend.
 enum Held {
     Lock(LockGuard),
+    Fair(FairLockGuard),
+    Write(WriteGuard),
     RedLock(RedLockGuard),
 }
 
@@ -299,6 +328,8 @@ impl Held {
     fn token(&self) -> u64 {
         match self {
             Held::Lock(g) => g.fencing_token(),
+            Held::Fair(g) => g.fencing_token(),
+            Held::Write(g) => g.fencing_token(),
             // Fencing is on (the default), so there always is a token.
             Held::RedLock(g) => g.fencing_token().unwrap_or(0),
         }
@@ -307,6 +338,8 @@ impl Held {
     fn is_lost(&self) -> bool {
         match self {
             Held::Lock(g) => g.is_lost(),
+            Held::Fair(g) => g.is_lost(),
+            Held::Write(g) => g.is_lost(),
             Held::RedLock(g) => g.is_lost(),
         }
     }
@@ -314,6 +347,8 @@ impl Held {
     fn lost(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
         match self {
             Held::Lock(g) => Box::pin(g.lost()),
+            Held::Fair(g) => Box::pin(g.lost()),
+            Held::Write(g) => Box::pin(g.lost()),
             Held::RedLock(g) => Box::pin(g.lost()),
         }
     }
@@ -321,6 +356,8 @@ impl Held {
     async fn unlock(self) -> latchkey::Result<()> {
         match self {
             Held::Lock(g) => g.unlock().await,
+            Held::Fair(g) => g.unlock().await,
+            Held::Write(g) => g.unlock().await,
             Held::RedLock(g) => g.unlock().await,
         }
     }
@@ -345,14 +382,13 @@ enum Ending {
     Lost,
 }
 
-/// Records `lock`'s owner id in the owner file and the summary, and opens the
-/// history for it.
+/// Records `owner` (the lock handle's owner id) in the owner file and the
+/// summary, and opens the history for it.
 fn adopt_handle(
     config: &WorkerConfig,
-    lock: &latchkey::Lock,
+    owner: String,
     summary: &mut WorkerSummary,
 ) -> Result<HistoryWriter, BoxError> {
-    let owner = lock.owner_id().to_owned();
     write_atomically(
         &owner_file(&config.dir, config.worker),
         &format!("{owner}\n"),
@@ -378,6 +414,8 @@ impl Worker {
         let acquire = self.history.invoke(EventKind::AcquireInvoke)?;
         let attempt = match &self.backend {
             Backend::Lock(lock) => lock.lock_with(self.options()).await.map(Held::Lock),
+            Backend::Fair(lock) => lock.lock_with(self.options()).await.map(Held::Fair),
+            Backend::Write(lock) => lock.lock_with(self.options()).await.map(Held::Write),
             Backend::RedLock(lock) => lock.lock_with(self.options()).await.map(Held::RedLock),
         };
         let guard = match attempt {
@@ -511,10 +549,30 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
     let deadline = started + Duration::from_millis(config.run_for_ms);
     std::fs::create_dir_all(&config.dir)?;
     let store = StoreClient::connect(&config.store_url, &config.store_key).await?;
-    let (client, backend, lock) = if config.redlock_urls.is_empty() {
+    let (client, backend, owner) = if config.redlock_urls.is_empty() {
         let client = connect_client(&config, &config.lock_url, deadline).await?;
-        let lock = client.lock(config.lock_name.as_str());
-        (client, Backend::Lock(lock.clone()), lock)
+        let name = config.lock_name.as_str();
+        let (backend, owner) = match config.primitive {
+            Primitive::Lock => {
+                let lock = client.lock(name);
+                let owner = lock.owner_id().to_owned();
+                (Backend::Lock(lock), owner)
+            }
+            Primitive::FairLock => {
+                let mut lock = client.fair_lock(name);
+                if let Some(ms) = config.waiter_timeout_ms {
+                    lock = lock.waiter_timeout(Duration::from_millis(ms));
+                }
+                let owner = lock.owner_id().to_owned();
+                (Backend::Fair(lock), owner)
+            }
+            Primitive::WriteLock => {
+                let lock = client.rw_lock(name);
+                let owner = lock.owner_id().to_owned();
+                (Backend::Write(lock.write()), owner)
+            }
+        };
+        (client, backend, owner)
     } else {
         let mut clients = Vec::new();
         for url in &config.redlock_urls {
@@ -525,11 +583,14 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
             .build()?;
         // Every RedLock acquire is a new owner; the history names the process by its first
         // client's handle id.
-        let lock = clients[0].lock(config.lock_name.as_str());
-        (clients[0].clone(), Backend::RedLock(redlock), lock)
+        let owner = clients[0]
+            .lock(config.lock_name.as_str())
+            .owner_id()
+            .to_owned();
+        (clients[0].clone(), Backend::RedLock(redlock), owner)
     };
     let mut summary = WorkerSummary::default();
-    let history = adopt_handle(&config, &lock, &mut summary)?;
+    let history = adopt_handle(&config, owner, &mut summary)?;
     let seed = 0x9E37_79B9_7F4A_7C15_u64 ^ (u64::from(config.worker) + 1).wrapping_mul(0x2545_F491);
     let mut worker = Worker {
         config,

@@ -28,9 +28,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use latchkey_chaos::checker::{HoldEnd, ViolationKind};
-use latchkey_chaos::harness::{self, quiesce, soak, Admin, Quiesced, Run, StoppedHolder};
+use latchkey_chaos::harness::{
+    self, quiesce, soak, Admin, LockKeyNames, Quiesced, Run, StoppedHolder,
+};
 use latchkey_chaos::report::markdown_row;
-use latchkey_chaos::worker::{WorkerConfig, WorkerSummary};
+use latchkey_chaos::worker::{Primitive, WorkerConfig, WorkerSummary};
 use latchkey_chaos::{check, now_ns, CheckOptions, Event, EventKind, Mode, Report};
 use latchkey_test_support::{FaultProxy, RedisServer, SentinelGroup};
 
@@ -150,6 +152,8 @@ fn start(scenario: &str, template: &WorkerConfig, workers: u32) -> Run {
 
 /// What a finished scenario produced.
 struct Outcome {
+    /// The keys and channel of the workers' lock.
+    names: LockKeyNames,
     /// The longest lease a worker used (its watchdog timeout or fixed lease).
     max_lease_ms: i64,
     report: Report,
@@ -237,12 +241,14 @@ fn finish_with(
     )
     .unwrap_or_else(|e| panic!("{scenario}: the history is malformed: {e}"));
     let summaries = run.summaries();
-    let quiesced = quiesce(admin, LOCK, settle, &summaries);
+    let config = run.config(0);
+    let names = LockKeyNames::for_workers(&config);
+    let quiesced = quiesce(admin, &names, settle, &summaries);
     let report = report.with_leftovers(quiesced.leftovers.clone());
     let command = command(scenario);
     let row = markdown_row(scenario, &report, faults, &command);
-    let config = run.config(0);
     let outcome = Outcome {
+        names,
         max_lease_ms: config.lease_ms.unwrap_or(config.watchdog_timeout_ms) as i64,
         report,
         events,
@@ -280,7 +286,7 @@ fn assert_clean(scenario: &str, outcome: &Outcome) {
     );
     let unaccounted = outcome
         .quiesced
-        .unaccounted_keys(LOCK, outcome.max_lease_ms);
+        .unaccounted_keys(&outcome.names, outcome.max_lease_ms);
     assert!(
         unaccounted.is_empty(),
         "{scenario}: keys present at stop that do not expire as designed: {unaccounted:?}"
@@ -330,7 +336,7 @@ fn wait_for_holder(admin: &mut Admin) -> String {
 fn wait_for_fresh_holder(admin: &mut Admin) -> String {
     let token = |admin: &mut Admin| -> u64 {
         let value: Option<String> = admin
-            .query(redis::cmd("GET").arg(harness::LockKeyNames::new(LOCK).token))
+            .query(redis::cmd("GET").arg(LockKeyNames::new(LOCK).token))
             .unwrap_or(None);
         value.and_then(|v| v.parse().ok()).unwrap_or(0)
     };
@@ -402,11 +408,27 @@ fn fault_free_baseline() {
 /// hold counts up to the last thing it was seen doing.
 #[test]
 fn kill_9_of_the_holder() {
+    kill_9_of_the_holder_of("kill_9_of_the_holder", Primitive::Lock);
+}
+
+/// [`kill_9_of_the_holder`] on a fair lock.
+#[test]
+fn fair_lock_kill_9_of_the_holder() {
+    kill_9_of_the_holder_of("fair_lock_kill_9_of_the_holder", Primitive::FairLock);
+}
+
+/// [`kill_9_of_the_holder`] on the write side of a read-write lock.
+#[test]
+fn write_lock_kill_9_of_the_holder() {
+    kill_9_of_the_holder_of("write_lock_kill_9_of_the_holder", Primitive::WriteLock);
+}
+
+fn kill_9_of_the_holder_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let scenario = "kill_9_of_the_holder";
     let scale = scale();
     let servers = Servers::spawn(RedisServer::spawn());
     let mut config = template(&servers, servers.lock.url());
+    config.primitive = primitive;
     config.watchdog_timeout_ms = 1000;
     config.writes_per_hold = 4;
     config.write_interval_ms = 50;
@@ -457,6 +479,94 @@ fn kill_9_of_the_holder() {
     }
 }
 
+/// Fair-lock waiters are killed with SIGKILL while queued: the first two in
+/// line at once, several times (their slots get new processes). A waiter
+/// that vanishes without leaving must not block the queue: its entry goes
+/// stale once it has not been refreshed for the waiter timeout (2 s here),
+/// every other waiter's poll drops it, and the queue moves on. Conservative
+/// check (the killed processes never held the lock, but the respawned slots
+/// make the history span several processes per slot).
+#[test]
+fn fair_lock_kill_9_of_queued_waiters() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scenario = "fair_lock_kill_9_of_queued_waiters";
+    let scale = scale();
+    let servers = Servers::spawn(RedisServer::spawn());
+    let mut config = template(&servers, servers.lock.url());
+    config.primitive = Primitive::FairLock;
+    config.waiter_timeout_ms = Some(2000);
+    config.watchdog_timeout_ms = 1000;
+    // Sections of about 150 ms and short think times: a queue always forms.
+    config.writes_per_hold = 4;
+    config.write_interval_ms = 50;
+    config.acquire_wait_ms = 10_000;
+    let names = LockKeyNames::for_workers(&config);
+    let mut run = start(scenario, &config, scale.workers);
+    let mut admin = servers.admin();
+    let mut kills: Vec<(Vec<String>, u64)> = Vec::new();
+    for _ in 0..scale.faults {
+        assert_progress(scenario, &run, 0, 1);
+        // The first two queued waiters that are workers of this run (not the holder).
+        let mut victims: Vec<(u32, String)> = Vec::new();
+        let found = harness::poll_until(HOLDER_GUARD, Duration::from_millis(2), || {
+            let queue: Vec<String> = admin
+                .query(redis::cmd("LRANGE").arg(&names.waiting[0]).arg(0).arg(1))
+                .unwrap_or_default();
+            let holders = admin.holders(LOCK);
+            victims = queue
+                .iter()
+                .filter(|owner| !holders.contains(owner))
+                .filter_map(|owner| run.worker_of(owner).map(|w| (w, owner.clone())))
+                .collect();
+            victims.len() == 2
+        });
+        assert!(found, "{scenario}: no two queued waiters found");
+        for (worker, _) in &victims {
+            run.kill(*worker);
+        }
+        let killed_at = now_ns();
+        for (worker, _) in &victims {
+            run.respawn(*worker);
+        }
+        kills.push((victims.into_iter().map(|(_, o)| o).collect(), killed_at));
+        assert_progress(scenario, &run, killed_at, scale.after_fault(&config));
+    }
+    let faults = format!(
+        "{}× SIGKILL of the first two queued waiters of a fair lock (waiter timeout 2 s; slots \
+         restarted)",
+        kills.len()
+    );
+    let outcome = finish(
+        scenario,
+        &mut run,
+        &servers,
+        Mode::Conservative,
+        &faults,
+        Duration::from_secs(10),
+    );
+    assert_safe(scenario, &outcome);
+    assert_clean(scenario, &outcome);
+    let counts = &outcome.report.violation_counts;
+    assert_eq!(counts.duplicate_tokens, 0, "{}", outcome.describe());
+    for (victims, killed_at) in &kills {
+        assert_eq!(victims.len(), 2);
+        // Somebody else got the lock after the kill: the dead entries did not block the queue.
+        let next = outcome
+            .events
+            .iter()
+            .filter(|e| e.time_ns > *killed_at && matches!(e.kind, EventKind::AcquireOk { .. }))
+            .map(|e| e.time_ns)
+            .min()
+            .unwrap_or_else(|| panic!("{scenario}: nobody acquired after the kill"));
+        // Reported, not asserted: how long the queue waited for the dead waiters.
+        println!(
+            "{scenario}: next grant {} ms after killing {} queued waiters",
+            (next - killed_at) / 1_000_000,
+            victims.len()
+        );
+    }
+}
+
 /// The GC-pause case: the holder is stopped (SIGSTOP) inside its critical
 /// section, between two writes, until its lease has run out and a successor
 /// has written to the fencing store; then it is continued (SIGCONT) and
@@ -470,11 +580,37 @@ fn kill_9_of_the_holder() {
 /// such a paused holder whose writes during the overlap the store refused.
 #[test]
 fn sigstop_of_the_holder_past_its_lease() {
+    sigstop_of_the_holder_past_its_lease_of(
+        "sigstop_of_the_holder_past_its_lease",
+        Primitive::Lock,
+    );
+}
+
+/// [`sigstop_of_the_holder_past_its_lease`] on a fair lock.
+#[test]
+fn fair_lock_sigstop_of_the_holder_past_its_lease() {
+    sigstop_of_the_holder_past_its_lease_of(
+        "fair_lock_sigstop_of_the_holder_past_its_lease",
+        Primitive::FairLock,
+    );
+}
+
+/// [`sigstop_of_the_holder_past_its_lease`] on the write side of a read-write
+/// lock.
+#[test]
+fn write_lock_sigstop_of_the_holder_past_its_lease() {
+    sigstop_of_the_holder_past_its_lease_of(
+        "write_lock_sigstop_of_the_holder_past_its_lease",
+        Primitive::WriteLock,
+    );
+}
+
+fn sigstop_of_the_holder_past_its_lease_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let scenario = "sigstop_of_the_holder_past_its_lease";
     let scale = scale();
     let servers = Servers::spawn(RedisServer::spawn());
     let mut config = template(&servers, servers.lock.url());
+    config.primitive = primitive;
     config.watchdog_timeout_ms = 1000;
     config.writes_per_hold = 6;
     config.write_interval_ms = 100;
@@ -974,7 +1110,12 @@ fn redlock_one_node_killed_and_one_restarted_empty() {
     let mut leftovers = latchkey_chaos::Leftovers::default();
     let mut accounting = Vec::new();
     for (i, admin) in admins.iter_mut().enumerate() {
-        let q = quiesce(admin, LOCK, Duration::from_secs(10), &[]);
+        let q = quiesce(
+            admin,
+            &LockKeyNames::new(LOCK),
+            Duration::from_secs(10),
+            &[],
+        );
         accounting.push(format!("node {i}: {}", q.accounting()));
         let l = q.leftovers;
         leftovers
@@ -996,7 +1137,13 @@ fn redlock_one_node_killed_and_one_restarted_empty() {
                 .insert(format!("node {i}: {owner}"), n);
         }
     }
-    let empty = quiesce(&mut servers.admin(), LOCK, Duration::ZERO, &summaries).leftovers;
+    let empty = quiesce(
+        &mut servers.admin(),
+        &LockKeyNames::new(LOCK),
+        Duration::ZERO,
+        &summaries,
+    )
+    .leftovers;
     leftovers.subscriptions.extend(empty.subscriptions);
     leftovers.hold_counts.extend(empty.hold_counts);
     let report = report.with_leftovers(leftovers.clone());

@@ -30,8 +30,17 @@ static FAIR_FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_force_unlock.lua")));
 
 /// How long a queued waiter's place is kept without a sign of life, unless set with
-/// [`FairLock::waiter_timeout`]: 5 minutes, Redisson's default `threadWaitTime`.
-pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(300);
+/// [`FairLock::waiter_timeout`]: 30 seconds, the same as the default watchdog lease, so that a
+/// killed process holds up the lock for at most about as long whether it held the lock or
+/// waited for it.
+///
+/// Redisson's default `threadWaitTime` is 5 minutes because its waiters never refresh their
+/// place while they wait; latchkey's do, at least every 2 seconds, so a much shorter timeout
+/// costs a live waiter nothing: it loses its place only if it cannot reach Redis for the whole
+/// timeout (it then queues again at the back). A killed waiter, though, blocks every waiter
+/// behind it until its place goes stale, which with 5 minutes would stall the lock for minutes
+/// after every crash of a waiting process.
+pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The shortest waiter timeout accepted (300 ms): live waiters refresh their place every third
 /// of it.

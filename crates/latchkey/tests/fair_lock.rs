@@ -148,7 +148,7 @@ async fn a_waiter_cancelled_mid_queue_leaves_at_once_and_is_skipped() {
     );
 
     // Kill the middle waiter (its future and its client are dropped): it leaves the queue at
-    // once, long before the default 5 minute waiter timeout.
+    // once, long before the default 30 s waiter timeout.
     middle_task.abort();
     assert!(middle_task.await.unwrap_err().is_cancelled());
     assert!(
@@ -204,6 +204,39 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
         "only the live waiter holds the lock"
     );
     got.unlock().await.unwrap();
+}
+
+/// Without `waiter_timeout`, a queued waiter's place is kept for DEFAULT_WAITER_TIMEOUT (30 s)
+/// after its last attempt: its deadline in Redis is at most that far past the server clock,
+/// and more than the 2 s a live waiter may park between attempts.
+#[tokio::test]
+async fn a_waiter_place_lasts_the_default_waiter_timeout() {
+    assert_eq!(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_secs(30));
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut conn = server.conn().await;
+    let guard = a.fair_lock("default-timeout").lock().await.unwrap();
+    let waiter = b.fair_lock("default-timeout");
+    let owner = waiter.owner_id().to_owned();
+    let task = tokio::spawn(async move { waiter.lock().await.unwrap().unlock().await });
+    assert!(queue_becomes(&server, "default-timeout", &[&owner]).await);
+    let deadline: u64 = conn
+        .zscore(deadlines_key("default-timeout"), &owner)
+        .await
+        .unwrap();
+    let left = deadline.saturating_sub(server_ms(&mut conn).await);
+    assert!(
+        left > 2_000 && left <= 30_000,
+        "the waiter's place lasts {left} ms, not the 30 s default"
+    );
+    let ttl: i64 = conn.pttl(queue_key("default-timeout")).await.unwrap();
+    assert!(
+        ttl > 2_000 && ttl <= 30_000,
+        "the queue expires in {ttl} ms"
+    );
+    guard.unlock().await.unwrap();
+    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -271,7 +304,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(
         queue_becomes(&server, "give-up", &[]).await,
-        "b left at once, long before the 5 minute waiter timeout"
+        "b left at once, long before the 30 s waiter timeout"
     );
     let err = b
         .fair_lock("give-up")
