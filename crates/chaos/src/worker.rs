@@ -184,6 +184,22 @@ pub fn stop_file(dir: &Path) -> PathBuf {
 /// A boxed error for the worker's fatal failures.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
+/// `e` and its causes (`source()`), joined with ": ". latchkey's messages leave the driver's
+/// error out (it is their `source()`); a cause that repeats the one before it is left out
+/// (`redis::RedisError` prints the error it wraps and also returns it from `source()`).
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
 /// A connection to the fencing store that runs [`FENCED_WRITE_LUA`].
 #[derive(Clone)]
 pub struct StoreClient {
@@ -296,7 +312,11 @@ async fn connect_client(
         match attempt {
             Ok(client) => return Ok(client),
             Err(e) if e.is_connection() && tokio::time::Instant::now() < deadline => {
-                eprintln!("worker {}: connect failed, retrying: {e}", config.worker);
+                eprintln!(
+                    "worker {}: connect failed, retrying: {}",
+                    config.worker,
+                    chain(&e)
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => return Err(e.into()),
@@ -422,8 +442,9 @@ impl Worker {
             Ok(guard) => guard,
             Err(e) if e.is_connection() => {
                 eprintln!(
-                    "worker {}: acquire outcome unknown: {e}",
-                    self.config.worker
+                    "worker {}: acquire outcome unknown: {}",
+                    self.config.worker,
+                    chain(&e)
                 );
                 // Timed out or the connection broke after the script may have been sent:
                 // the lock may or may not have been taken.
@@ -432,7 +453,7 @@ impl Worker {
                 return Ok(());
             }
             Err(e) => {
-                let reason = e.to_string();
+                let reason = chain(&e);
                 self.history
                     .record(acquire.op, EventKind::AcquireFail { reason })?;
                 if !e.is_timeout() {
@@ -460,12 +481,8 @@ impl Worker {
                 self.history.record(release.op, EventKind::ReleaseOk)?;
             }
             Err(e) => {
-                self.history.record(
-                    release.op,
-                    EventKind::ReleaseFail {
-                        reason: e.to_string(),
-                    },
-                )?;
+                self.history
+                    .record(release.op, EventKind::ReleaseFail { reason: chain(&e) })?;
             }
         }
         Ok(())

@@ -45,15 +45,19 @@ pub struct Coded {
 
 impl fmt::Display for Coded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&one_line(&self.error))
+        f.write_str(&one_line(&*self.error))
     }
 }
 
-/// "outer: inner: root" on one line, leaving out a cause whose text the line already holds
-/// (errors that print their source and also return it from `source()`).
-fn one_line(error: &anyhow::Error) -> String {
+/// `error` and all its causes (`source()`), "outer: inner: root" on one line. latchkey's errors
+/// leave their cause out of their message, so it is printed here. A cause whose text the line
+/// already holds is left out: `redis::RedisError` prints the error it wraps and also returns it
+/// from `source()`, and so do some other libraries' errors.
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
     let mut line = String::new();
-    for cause in error.chain() {
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        next = cause.source();
         if cause.is::<Coded>() {
             continue;
         }
@@ -87,7 +91,7 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
             coded.code
         }
         None => {
-            eprintln!("latchkey: {}", one_line(error));
+            eprintln!("latchkey: {}", one_line(&**error));
             ERROR
         }
     };

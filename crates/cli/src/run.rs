@@ -197,8 +197,9 @@ async fn release(opt: &RunOpt, guard: Held, status: ExitStatus) -> u8 {
         Err(e) => {
             let left = opt.lease.unwrap_or(opt.watchdog);
             eprintln!(
-                "latchkey: could not release the lock `{}`: {e}; it expires by itself within {}",
+                "latchkey: could not release the lock `{}`: {}; it expires by itself within {}",
                 opt.lock,
+                exit::one_line(&e),
                 human(left)
             );
             code

@@ -200,6 +200,25 @@ async fn run_stops_the_command_when_the_lock_is_lost() {
     assert!(started.elapsed() < Duration::from_secs(20));
 }
 
+/// An unreachable Redis: the error line names what failed and why (the library's error leaves
+/// its cause to `source()`; the command prints the whole chain), each part once.
+#[tokio::test]
+async fn an_unreachable_redis_is_reported_with_its_cause() {
+    let url = format!("redis://127.0.0.1:{}", latchkey_test_support::free_port());
+    for args in [&["status", "job"][..], &["run", "job", "--", "true"][..]] {
+        let mut command = latchkey(None, args);
+        command.env("REDIS_URL", &url);
+        let out = output(command).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let expected_code = if args[0] == "run" { 125 } else { 1 };
+        assert_eq!(out.status.code(), Some(expected_code), "{args:?}");
+        let line = format!("connecting to Redis at {url}: cannot reach redis (connecting): ");
+        assert!(stderr.contains(&line), "{args:?}: {stderr}");
+        // The cause (connection refused), once.
+        assert_eq!(stderr.matches("refused").count(), 1, "{args:?}: {stderr}");
+    }
+}
+
 #[tokio::test]
 async fn status_json_describes_the_lock() {
     let server = RedisServer::spawn();

@@ -1,5 +1,6 @@
 //! The one error type of latchkey.
 
+use std::fmt;
 use std::time::Duration;
 
 /// A `Result` whose error is [`Error`].
@@ -9,6 +10,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Match on the variants you care about, or ask the predicates (`is_*`), which keep working when
 /// new variants are added. Messages are lowercase and say what was wrong and what to do.
+///
+/// A message does not repeat its cause. The variants that wrap a driver error
+/// ([`Unreachable`](Error::Unreachable), [`AuthFailed`](Error::AuthFailed),
+/// [`PermissionDenied`](Error::PermissionDenied) and [`Redis`](Error::Redis)) return the
+/// [`redis::RedisError`] from [`source()`](std::error::Error::source), where it can be downcast;
+/// to show it, print the whole chain of causes (anyhow's `{:#}`, eyre's reports, or a loop over
+/// `source()`), as the `latchkey` command does.
 ///
 /// # Examples
 ///
@@ -21,6 +29,19 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///     err.to_string(),
 ///     "lock `orders:1001` is not held by this handle (expired, released, or taken by another owner)"
 /// );
+/// ```
+///
+/// The cause of a connection error is its `source()`, not part of its message:
+///
+/// ```
+/// use std::error::Error as _;
+///
+/// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// let err = latchkey::Error::Unreachable { context: "connecting", source: refused.into() };
+/// assert!(err.is_connection());
+/// assert_eq!(err.to_string(), "cannot reach redis (connecting)");
+/// let cause = err.source().and_then(|s| s.downcast_ref::<redis::RedisError>()).unwrap();
+/// assert!(cause.is_connection_refusal());
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -74,28 +95,35 @@ pub enum Error {
         context: &'static str,
     },
 
-    /// Redis could not be reached (connection refused, reset or closed).
-    #[error("cannot reach redis ({context}): {source}")]
+    /// Redis could not be reached (connection refused, reset or closed, TLS handshake failed, or
+    /// the sentinels know no primary during a failover); retrying later may succeed. The message
+    /// says what was being done; why it failed is the `source()`.
+    #[error("cannot reach redis ({context})")]
     Unreachable {
         /// What was being done.
         context: &'static str,
-        /// The underlying error.
+        /// The underlying error, returned by `source()` (not repeated in the message).
         #[source]
         source: redis::RedisError,
     },
 
-    /// Redis refused the credentials. Not retried: fix the user name or password.
-    #[error("redis rejected the credentials: {source}")]
+    /// Redis refused the credentials. Not retried: fix the user name or password. Redis' reply
+    /// is the `source()`; the password is never part of the message.
+    #[error("redis rejected the credentials; check the user name and password")]
     AuthFailed {
-        /// The underlying error.
+        /// The underlying error, returned by `source()` (not repeated in the message).
         #[source]
         source: redis::RedisError,
     },
 
     /// The ACL user lacks a permission latchkey needs. Not retried: see the README's ACL section.
-    #[error("redis refused a command for lack of permission: {source}")]
+    /// Redis' reply, naming the command or key, is the `source()`.
+    #[error(
+        "redis refused a command for lack of permission; grant the ACL user the permissions \
+         listed in latchkey's README"
+    )]
     PermissionDenied {
-        /// The underlying error.
+        /// The underlying error, returned by `source()` (not repeated in the message).
         #[source]
         source: redis::RedisError,
     },
@@ -174,9 +202,14 @@ pub enum Error {
     #[error("the latchkey client has shut down")]
     Closed,
 
-    /// Any other error reported by Redis or the driver.
-    #[error("redis error: {0}")]
-    Redis(#[source] redis::RedisError),
+    /// Any other error reported by Redis or the driver, or a reply latchkey did not expect. The
+    /// driver's error, which says what went wrong, is the `source()`.
+    #[error("a redis request failed")]
+    Redis(
+        /// The underlying error, returned by `source()` (not repeated in the message).
+        #[source]
+        redis::RedisError,
+    ),
 }
 
 impl Error {
@@ -226,6 +259,12 @@ impl Error {
     /// Too few replicas acknowledged an acquire in time (replica sync); it was undone.
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// This error and its causes on one line, joined with ": ", for latchkey's own log lines
+    /// (the message alone leaves the cause out).
+    pub(crate) fn chain(&self) -> Chain<'_> {
+        Chain(self)
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Error {
@@ -282,5 +321,99 @@ impl Error {
             }
             _ => Error::Redis(err),
         }
+    }
+}
+
+/// An error and its causes on one line: see [`Error::chain`].
+pub(crate) struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut previous: Option<String> = None;
+        let mut next = Some(self.0);
+        while let Some(error) = next {
+            let text = error.to_string();
+            // `redis::RedisError` prints the error it wraps and also returns it from `source()`:
+            // a cause that repeats the one before it is left out.
+            if previous.as_deref() != Some(text.as_str()) {
+                if previous.is_some() {
+                    f.write_str(": ")?;
+                }
+                f.write_str(&text)?;
+            }
+            previous = Some(text);
+            next = error.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::io;
+
+    use super::*;
+
+    fn driver_error(kind: io::ErrorKind) -> redis::RedisError {
+        io::Error::new(kind, "the cause, in the driver's words").into()
+    }
+
+    /// Every variant that wraps a driver error: its message stands on its own, and the cause is
+    /// `source()` only (an error reporter that walks the chain prints it once).
+    #[test]
+    fn a_wrapped_cause_is_the_source_and_not_in_the_message() {
+        let errors = [
+            Error::Unreachable {
+                context: "connecting",
+                source: driver_error(io::ErrorKind::ConnectionRefused),
+            },
+            Error::AuthFailed {
+                source: driver_error(io::ErrorKind::Other),
+            },
+            Error::PermissionDenied {
+                source: driver_error(io::ErrorKind::Other),
+            },
+            Error::Redis(driver_error(io::ErrorKind::Other)),
+        ];
+        for err in errors {
+            let message = err.to_string();
+            assert!(!message.contains("driver's words"), "{message}");
+            let source = err.source().expect("a source");
+            assert!(source.is::<redis::RedisError>(), "{err:?}");
+            assert!(source.to_string().contains("driver's words"), "{err:?}");
+            let chain = err.chain().to_string();
+            assert_eq!(chain.matches("driver's words").count(), 1, "{chain}");
+            assert!(chain.starts_with(&format!("{message}: ")), "{chain}");
+        }
+    }
+
+    #[test]
+    fn the_messages_of_the_wrapping_variants() {
+        let source = || driver_error(io::ErrorKind::Other);
+        assert_eq!(
+            Error::Unreachable {
+                context: "renewing locks",
+                source: source()
+            }
+            .to_string(),
+            "cannot reach redis (renewing locks)"
+        );
+        assert_eq!(
+            Error::AuthFailed { source: source() }.to_string(),
+            "redis rejected the credentials; check the user name and password"
+        );
+        assert_eq!(
+            Error::PermissionDenied { source: source() }.to_string(),
+            "redis refused a command for lack of permission; grant the ACL user the \
+             permissions listed in latchkey's README"
+        );
+        assert_eq!(Error::Redis(source()).to_string(), "a redis request failed");
+    }
+
+    #[test]
+    fn the_chain_of_an_error_without_a_source_is_its_message() {
+        let err = Error::NotOwner { name: "n".into() };
+        assert_eq!(err.chain().to_string(), err.to_string());
     }
 }

@@ -294,7 +294,7 @@ impl MultiLock {
 async fn release_all(guards: Vec<LockGuard>) {
     for result in join_all(guards.into_iter().map(LockGuard::unlock)).await {
         if let Err(e) = result {
-            tracing::debug!(error = %e, "latchkey multi-lock could not release a lock it took");
+            tracing::debug!(error = %e.chain(), "latchkey multi-lock could not release a lock it took");
         }
     }
 }

@@ -556,7 +556,7 @@ impl HubTask {
         match self.connect().await {
             Ok(()) => true,
             Err(e) => {
-                tracing::debug!(error = %e, "latchkey subscriber reconnect failed");
+                tracing::debug!(error = %e.chain(), "latchkey subscriber reconnect failed");
                 false
             }
         }

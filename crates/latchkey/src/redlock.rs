@@ -625,7 +625,7 @@ impl RedLock {
                     wrong_type.get_or_insert(e);
                 }
                 NodeReply::Failed(e) => {
-                    tracing::debug!(node = i, error = %e, lock = %inner.name, "redlock node failed");
+                    tracing::debug!(node = i, error = %e.chain(), lock = %inner.name, "redlock node failed");
                 }
             }
         }

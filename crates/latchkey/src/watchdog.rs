@@ -459,7 +459,7 @@ async fn renew_loop(
                         }
                         Err(e) => {
                             // Keep trying; holds whose lease runs out meanwhile are lost by `expire`.
-                            tracing::warn!(error = %e, "latchkey watchdog could not renew");
+                            tracing::warn!(error = %e.chain(), "latchkey watchdog could not renew");
                         }
                     }
                 }
@@ -505,6 +505,6 @@ async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: 
 async fn run_task(conn: Conn, task: Task) {
     let name = task.keys.first().map_or("", |k| &**k);
     if let Err(e) = task.run::<redis::Value>(&conn, name).await {
-        tracing::warn!(key = %name, error = %e, "latchkey background {} failed; it expires with its lease", task.context);
+        tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
     }
 }

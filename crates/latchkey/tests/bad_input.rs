@@ -49,6 +49,21 @@ async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
     out
 }
 
+/// An error and its causes, joined with ": " as an error reporter prints them (a cause that
+/// repeats the one before it, as `redis::RedisError` does with the error it wraps, is left out).
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
 /// Runs `op`, which must fail with an error `expected` accepts, and checks that the keyspace
 /// is the same afterwards.
 async fn refused<T: std::fmt::Debug>(
@@ -677,8 +692,9 @@ async fn wrong_password() {
         assert!(err.is_auth(), "{url}: {err:?}");
         assert!(matches!(err, Error::AuthFailed { .. }), "{url}: {err:?}");
         assert!(
-            !err.to_string().contains("pw-that-is-wrong"),
-            "the password is not echoed: {err}"
+            !chain(&err).contains("pw-that-is-wrong"),
+            "the password is not echoed: {}",
+            chain(&err)
         );
     }
     assert_eq!(keyspace(&mut conn).await, before);
@@ -728,6 +744,31 @@ async fn missing_acl_permission() {
     }
 }
 
+/// Nothing listens on the port: the message says what failed, and the driver's error (why) is
+/// the `source()`, not repeated in the message, so a reporter that prints the chain shows it once.
+#[tokio::test]
+async fn unreachable_server_has_the_cause_as_source_only() {
+    let port = latchkey_test_support::free_port();
+    let err = Client::builder(format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    let Error::Unreachable { source, .. } = &err else {
+        panic!("expected Error::Unreachable, got {err:?}");
+    };
+    assert!(source.is_connection_refusal(), "{source:?}");
+    let message = err.to_string();
+    assert_eq!(message, "cannot reach redis (connecting)");
+    let cause = std::error::Error::source(&err).expect("the driver's error is the source");
+    assert!(cause.is::<redis::RedisError>(), "{cause:?}");
+    let cause = cause.to_string();
+    assert!(!cause.is_empty());
+    assert!(!message.contains(&cause), "{message} repeats {cause}");
+    assert_eq!(chain(&err), format!("{message}: {cause}"));
+}
+
 #[tokio::test]
 async fn tls_certificate_mismatch() {
     let files = TlsFiles::generate();
@@ -744,7 +785,7 @@ async fn tls_certificate_mismatch() {
         .await
         .unwrap_err();
     assert!(err.is_connection(), "{err:?}");
-    assert!(err.to_string().contains("certificate"), "says why: {err}");
+    assert!(chain(&err).contains("certificate"), "says why: {err:?}");
     // The system roots do not know the private CA either.
     let err = Client::builder(url.clone())
         .connect_timeout(Duration::from_secs(2))

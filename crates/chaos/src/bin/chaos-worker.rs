@@ -40,7 +40,10 @@ fn main() {
             summary.stopped_because, summary.attempts, summary.acquired, summary.lost
         ),
         Err(e) => {
-            eprintln!("worker {worker}: fatal: {e}");
+            eprintln!(
+                "worker {worker}: fatal: {}",
+                latchkey_chaos::worker::chain(&*e)
+            );
             std::process::exit(1);
         }
     }

@@ -595,8 +595,16 @@ fn render(report: &Report) -> String {
         human(Duration::from_secs_f64(report.duration_s)),
     );
     if let Some(c) = &report.ceiling {
+        let c_client = match (c.c_client_sequential_per_s, &c.c_client_skipped) {
+            (Some(rate), _) => format!(
+                "; redis-benchmark (C, one connection): sequential EVALSHA {}/s",
+                thousands(rate)
+            ),
+            (None, Some(why)) => format!("; redis-benchmark not run: {why}"),
+            (None, None) => String::new(),
+        };
         out.push_str(&format!(
-            "ceiling (same server, same run): sequential EVALSHA {}/s (p50 {}), pipelined EVALSHA {}/s\n\n",
+            "ceiling (same server, same run): sequential EVALSHA {}/s (p50 {}), pipelined EVALSHA {}/s{c_client}\n\n",
             thousands(c.sequential_per_s),
             us(c.sequential_latency.p50_us),
             thousands(c.pipelined_per_s),
@@ -665,7 +673,7 @@ fn render(report: &Report) -> String {
         ]
     };
     let blank = || [String::new(), String::new(), String::new(), String::new()];
-    let ceiling = report.ceiling;
+    let ceiling = report.ceiling.as_ref();
     let seq_pairs = ceiling.map(|c| c.sequential_per_s / 2.0);
     let piped_pairs = ceiling.map(|c| c.pipelined_per_s / 2.0);
     let seq_sections = ceiling.map(|c| c.sequential_per_s / 4.0);

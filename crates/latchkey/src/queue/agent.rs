@@ -136,11 +136,11 @@ impl Agent {
                     wake
                 }
                 Err(e) => {
-                    let message = e.to_string();
+                    let message = e.chain().to_string();
                     if failing.as_deref() == Some(message.as_str()) {
-                        tracing::debug!(queue = %self.name, error = %e, "latchkey delayed queue transfer failed again");
+                        tracing::debug!(queue = %self.name, error = %e.chain(), "latchkey delayed queue transfer failed again");
                     } else {
-                        tracing::warn!(queue = %self.name, error = %e, "latchkey delayed queue transfer failed; retrying");
+                        tracing::warn!(queue = %self.name, error = %e.chain(), "latchkey delayed queue transfer failed; retrying");
                         failing = Some(message);
                     }
                     let at = Instant::now() + backoff;
@@ -167,7 +167,7 @@ impl Agent {
         {
             Ok(subscription) => Some(subscription),
             Err(e) => {
-                tracing::debug!(queue = %self.name, error = %e, "latchkey delayed queue agent could not subscribe; polling");
+                tracing::debug!(queue = %self.name, error = %e.chain(), "latchkey delayed queue agent could not subscribe; polling");
                 None
             }
         }

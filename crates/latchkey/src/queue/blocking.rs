@@ -630,7 +630,7 @@ async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
             tracing::warn!(queue = %core.name, item = %id, "latchkey queue item cannot be decoded; moved to the dead-letter hash")
         }
         Err(e) => {
-            tracing::error!(queue = %core.name, item = %id, error = %e, "latchkey queue item cannot be decoded and could not be dead-lettered")
+            tracing::error!(queue = %core.name, item = %id, error = %e.chain(), "latchkey queue item cannot be decoded and could not be dead-lettered")
         }
     }
 }
@@ -685,7 +685,7 @@ impl<T> Drop for Popped<T> {
                 .script(&invocation, "putting back an item", &core.name)
                 .await;
             if let Err(e) = result {
-                tracing::error!(queue = %core.name, item = %id, error = %e, "latchkey could not put back an item taken for a caller that went away");
+                tracing::error!(queue = %core.name, item = %id, error = %e.chain(), "latchkey could not put back an item taken for a caller that went away");
             }
         });
     }
