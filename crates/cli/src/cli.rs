@@ -39,7 +39,17 @@ pub fn run(opt: Opt) -> Result<ExitCode> {
             } else {
                 current_thread()?
             };
-            let result = runtime.block_on(interruptible(bench::run(opt, &targets)));
+            // The workloads run in a spawned task, as an application's code does: waking
+            // `block_on`'s own future goes through the runtime's wake-up descriptor (a syscall
+            // per wake-up), waking a task does not, so a benchmark run in `block_on` would
+            // charge both libraries a system call per round trip that applications never pay.
+            let targets = std::sync::Arc::new(targets);
+            let shared = targets.clone();
+            let result = runtime.block_on(async move {
+                tokio::spawn(async move { interruptible(bench::run(opt, &shared)).await })
+                    .await
+                    .context("the benchmark task panicked")?
+            });
             drop(runtime);
             drop(targets);
             result
