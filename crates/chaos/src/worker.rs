@@ -184,22 +184,6 @@ pub fn stop_file(dir: &Path) -> PathBuf {
 /// A boxed error for the worker's fatal failures.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// `e` and its causes (`source()`), joined with ": ". latchkey's messages leave the driver's
-/// error out (it is their `source()`); a cause that repeats the one before it is left out
-/// (`redis::RedisError` prints the error it wraps and also returns it from `source()`).
-pub fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(e);
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
-}
-
 /// A connection to the fencing store that runs [`FENCED_WRITE_LUA`].
 #[derive(Clone)]
 pub struct StoreClient {
@@ -315,7 +299,7 @@ async fn connect_client(
                 eprintln!(
                     "worker {}: connect failed, retrying: {}",
                     config.worker,
-                    chain(&e)
+                    e.chain()
                 );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -444,7 +428,7 @@ impl Worker {
                 eprintln!(
                     "worker {}: acquire outcome unknown: {}",
                     self.config.worker,
-                    chain(&e)
+                    e.chain()
                 );
                 // Timed out or the connection broke after the script may have been sent:
                 // the lock may or may not have been taken.
@@ -453,7 +437,7 @@ impl Worker {
                 return Ok(());
             }
             Err(e) => {
-                let reason = chain(&e);
+                let reason = e.chain().to_string();
                 self.history
                     .record(acquire.op, EventKind::AcquireFail { reason })?;
                 if !e.is_timeout() {
@@ -481,8 +465,12 @@ impl Worker {
                 self.history.record(release.op, EventKind::ReleaseOk)?;
             }
             Err(e) => {
-                self.history
-                    .record(release.op, EventKind::ReleaseFail { reason: chain(&e) })?;
+                self.history.record(
+                    release.op,
+                    EventKind::ReleaseFail {
+                        reason: e.chain().to_string(),
+                    },
+                )?;
             }
         }
         Ok(())

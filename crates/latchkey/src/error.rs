@@ -261,9 +261,20 @@ impl Error {
         matches!(self, Error::NotReplicated { .. })
     }
 
-    /// This error and its causes on one line, joined with ": ", for latchkey's own log lines
-    /// (the message alone leaves the cause out).
-    pub(crate) fn chain(&self) -> Chain<'_> {
+    /// This error and its causes on one line, joined with ": " — what an error reporter that
+    /// walks [`source()`](std::error::Error::source) prints (the message alone leaves the cause
+    /// out). For log lines: `tracing::warn!(error = %err.chain(), "…")`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    /// let err = latchkey::Error::Unreachable { context: "connecting", source: refused.into() };
+    /// assert_eq!(err.to_string(), "cannot reach redis (connecting)");
+    /// assert!(err.chain().to_string().starts_with("cannot reach redis (connecting): "));
+    /// assert!(err.chain().to_string().contains("refused"));
+    /// ```
+    pub fn chain(&self) -> impl fmt::Display + '_ {
         Chain(self)
     }
 
@@ -325,7 +336,7 @@ impl Error {
 }
 
 /// An error and its causes on one line: see [`Error::chain`].
-pub(crate) struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -49,21 +49,6 @@ async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
     out
 }
 
-/// An error and its causes, joined with ": " as an error reporter prints them (a cause that
-/// repeats the one before it, as `redis::RedisError` does with the error it wraps, is left out).
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(err);
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
-}
-
 /// Runs `op`, which must fail with an error `expected` accepts, and checks that the keyspace
 /// is the same afterwards.
 async fn refused<T: std::fmt::Debug>(
@@ -692,9 +677,9 @@ async fn wrong_password() {
         assert!(err.is_auth(), "{url}: {err:?}");
         assert!(matches!(err, Error::AuthFailed { .. }), "{url}: {err:?}");
         assert!(
-            !chain(&err).contains("pw-that-is-wrong"),
+            !err.chain().to_string().contains("pw-that-is-wrong"),
             "the password is not echoed: {}",
-            chain(&err)
+            err.chain()
         );
     }
     assert_eq!(keyspace(&mut conn).await, before);
@@ -766,7 +751,7 @@ async fn unreachable_server_has_the_cause_as_source_only() {
     let cause = cause.to_string();
     assert!(!cause.is_empty());
     assert!(!message.contains(&cause), "{message} repeats {cause}");
-    assert_eq!(chain(&err), format!("{message}: {cause}"));
+    assert_eq!(err.chain().to_string(), format!("{message}: {cause}"));
 }
 
 #[tokio::test]
@@ -785,7 +770,10 @@ async fn tls_certificate_mismatch() {
         .await
         .unwrap_err();
     assert!(err.is_connection(), "{err:?}");
-    assert!(chain(&err).contains("certificate"), "says why: {err:?}");
+    assert!(
+        err.chain().to_string().contains("certificate"),
+        "says why: {err:?}"
+    );
     // The system roots do not know the private CA either.
     let err = Client::builder(url.clone())
         .connect_timeout(Duration::from_secs(2))

@@ -42,7 +42,10 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "worker {worker}: fatal: {}",
-                latchkey_chaos::worker::chain(&*e)
+                match e.downcast_ref::<latchkey::Error>() {
+                    Some(e) => e.chain().to_string(),
+                    None => e.to_string(),
+                }
             );
             std::process::exit(1);
         }
