@@ -922,6 +922,7 @@ fn redis_restart_without_persistence_is_flagged() {
 /// that must be told `lost()` (with the fault's start and end), if any.
 fn proxy_scenario(
     scenario: &str,
+    primitive: Primitive,
     description: &str,
     watchdog_ms: u64,
     write_interval_ms: u64,
@@ -931,6 +932,7 @@ fn proxy_scenario(
     let servers = Servers::spawn(RedisServer::spawn());
     let proxy = FaultProxy::start(&servers.lock.addr());
     let mut config = template(&servers, proxy.url());
+    config.primitive = primitive;
     config.watchdog_timeout_ms = watchdog_ms;
     config.command_timeout_ms = 1000;
     config.writes_per_hold = 10;
@@ -966,6 +968,7 @@ fn proxy_delay() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     proxy_scenario(
         "proxy_delay",
+        Primitive::Lock,
         "150 ms delay each way for 3 s (proxy) under a held lock, lease 2000 ms",
         2000,
         50,
@@ -983,9 +986,27 @@ fn proxy_delay() {
 /// row 500 ms apart, under a held lock.
 #[test]
 fn proxy_drop_connections() {
+    proxy_drop_connections_of("proxy_drop_connections", Primitive::Lock);
+}
+
+/// [`proxy_drop_connections`] on a fair lock: replies and wake-ups lost with the
+/// connections must neither strand a hold nor leave the queue stuck.
+#[test]
+fn fair_lock_proxy_drop_connections() {
+    proxy_drop_connections_of("fair_lock_proxy_drop_connections", Primitive::FairLock);
+}
+
+/// [`proxy_drop_connections`] on the write side of a read-write lock.
+#[test]
+fn write_lock_proxy_drop_connections() {
+    proxy_drop_connections_of("write_lock_proxy_drop_connections", Primitive::WriteLock);
+}
+
+fn proxy_drop_connections_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     proxy_scenario(
-        "proxy_drop_connections",
+        scenario,
+        primitive,
         "3 drops of every client connection 500 ms apart (proxy) under a held lock, lease 2000 ms",
         2000,
         50,
@@ -1008,6 +1029,7 @@ fn proxy_blackhole() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     proxy_scenario(
         "proxy_blackhole",
+        Primitive::Lock,
         "3.5 s black hole (proxy) right after a new holder got the lock, lease 1000 ms",
         1000,
         250,

@@ -14,6 +14,11 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the caller's read field "<owner>"
 -- ARGV[3]  the caller's write field "<owner>:write"
+-- ARGV[4]  "1" when the caller knows it holds no read hold and has no other read attempt under
+--          way: read holds of its owner id found in Redis are then stranded (an acquire whose
+--          answer was lost, an unlock that never arrived) and are dropped with their lease keys,
+--          as their releases would have done, before this attempt; re-entering them would let
+--          this reader pass pending writers forever, and its unlocks would never free the lock
 --
 -- Returns {1, token, read_holds} when granted: token is the fencing counter's current value
 -- (a read does not advance it); or {0, retry_after_ms} when not (-1: no expiry).
@@ -84,6 +89,20 @@ if mode then
     if redis.call('hlen', KEYS[1]) <= 1 then
         redis.call('del', KEYS[1])
         mode = false
+    end
+end
+
+if mode and ARGV[4] == '1' then
+    local stranded = tonumber(redis.call('hget', KEYS[1], owner))
+    if stranded then
+        for i = 1, stranded do
+            redis.call('del', KEYS[4] .. ':' .. i)
+        end
+        redis.call('hdel', KEYS[1], owner)
+        if redis.call('hlen', KEYS[1]) <= 1 then
+            redis.call('del', KEYS[1])
+            mode = false
+        end
     end
 end
 

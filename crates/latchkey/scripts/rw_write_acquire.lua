@@ -12,6 +12,11 @@
 -- ARGV[3]  the caller's read field "<owner>"
 -- ARGV[4]  how long the caller parks before its next attempt at most, in ms; 0 = it will not
 --          wait (do not mark it pending)
+-- ARGV[5]  "1" when the caller knows it holds no write hold and has no other write attempt
+--          under way: a write hold of its field found in Redis is then stranded (an acquire
+--          whose answer was lost, an unlock that never arrived) and is dropped, as its release
+--          would have done, before this attempt; re-entering it would keep the old fencing
+--          token, and the caller's unlocks would never free the lock
 --
 -- Returns {1, fencing_token, write_holds} when granted (a new write hold advances the
 -- counter), {0, retry_after_ms} when not (-1: no expiry), or {-1} when the caller holds a
@@ -74,6 +79,18 @@ if mode then
     if redis.call('hlen', KEYS[1]) <= 1 then
         redis.call('del', KEYS[1])
         mode = false
+    end
+end
+
+if mode == 'write' and ARGV[5] == '1' and redis.call('hexists', KEYS[1], field) == 1 then
+    redis.call('hdel', KEYS[1], field)
+    if redis.call('hlen', KEYS[1]) <= 1 then
+        redis.call('del', KEYS[1])
+        mode = false
+    else
+        -- The owner keeps read holds (it had downgraded): the lock stays theirs, for reading.
+        redis.call('hset', KEYS[1], 'mode', 'read')
+        mode = 'read'
     end
 end
 

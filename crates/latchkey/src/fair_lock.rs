@@ -552,6 +552,7 @@ impl FairLock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "leaving a fair lock's queue",
+            release: None,
         }
     }
 
@@ -568,6 +569,7 @@ impl FairLock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a fair lock",
+            release: None,
         }
     }
 
@@ -898,14 +900,14 @@ impl FairLockGuard {
             self.lease,
             client.inner.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms } = release else {
+        let Release::Redis { lease_ms, mark } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
         };
         let left = Box::pin(run_task(
             client,
-            self.lock.release_task(lease_ms),
+            self.lock.release_task(lease_ms).releasing(mark),
             &inner.name,
         ))
         .await?;
@@ -931,8 +933,10 @@ impl Drop for FairLockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms } = release {
-            let _ = client.background.send(self.lock.release_task(lease_ms));
+        if let Release::Redis { lease_ms, mark } = release {
+            let _ = client
+                .background
+                .send(self.lock.release_task(lease_ms).releasing(mark));
         }
     }
 }

@@ -449,6 +449,7 @@ impl Lock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "leaving a lock's wait queue",
+            release: None,
         }
     }
 
@@ -472,6 +473,7 @@ impl Lock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a lock",
+            release: None,
         }
     }
 
@@ -891,13 +893,13 @@ impl LockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms } = release else {
+        let Release::Redis { lease_ms, mark } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
         };
         // The release runs in its own task: if this future is dropped, the release still happens.
-        let task = self.lock.release_task(lease_ms);
+        let task = self.lock.release_task(lease_ms).releasing(mark);
         let conn = client.conn.clone();
         let name = inner.name.clone();
         let left = detached(async move { task.run::<i64>(&conn, &name).await }).await??;
@@ -923,8 +925,10 @@ impl Drop for LockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms } = release {
-            let _ = client.background.send(self.lock.release_task(lease_ms));
+        if let Release::Redis { lease_ms, mark } = release {
+            let _ = client
+                .background
+                .send(self.lock.release_task(lease_ms).releasing(mark));
         }
     }
 }

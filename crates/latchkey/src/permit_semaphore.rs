@@ -621,6 +621,7 @@ impl PermitSemaphore {
                 .chain(ids.iter().map(PermitId::to_string))
                 .collect(),
             context: "releasing semaphore permits",
+            release: None,
         }
     }
 

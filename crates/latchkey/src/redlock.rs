@@ -800,6 +800,7 @@ impl RedLock {
                 node.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a redlock",
+            release: None,
         }
     }
 }

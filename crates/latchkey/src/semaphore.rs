@@ -444,6 +444,7 @@ impl Semaphore {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing semaphore permits",
+            release: None,
         }
     }
 

@@ -116,6 +116,32 @@ struct State {
     held: HashMap<HoldKey, Held>,
     /// Acquire attempts under way, per hold.
     in_flight: HashMap<HoldKey, u32>,
+    /// Release scripts sent (or about to be) and not answered yet, per hold.
+    releasing: HashMap<HoldKey, u32>,
+}
+
+/// A release of a hold under way (see [`Registry::released`]); ends when dropped, which its
+/// holder does once the release script has been answered (or has failed, or was never sent).
+///
+/// While it lasts, an acquire of the same owner is not "alone": the owner's field in Redis may
+/// still be the hold being released, which must not be taken over as stranded (the release
+/// arriving after the take-over would free the new hold).
+#[derive(Debug)]
+pub(crate) struct ReleaseMark {
+    registry: Arc<Registry>,
+    key: HoldKey,
+}
+
+impl Drop for ReleaseMark {
+    fn drop(&mut self) {
+        let mut state = self.registry.state();
+        if let Some(n) = state.releasing.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                state.releasing.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// An acquire attempt under way (see [`Registry::begin_attempt`]); ends when dropped.
@@ -145,8 +171,9 @@ pub(crate) enum Release {
     /// This guard's hold is stale (the lock was lost, maybe re-acquired by a newer hold):
     /// nothing to do in Redis.
     Stale,
-    /// Release one hold in Redis, leaving `lease_ms` on the remaining holds if any.
-    Redis { lease_ms: u64 },
+    /// Release one hold in Redis, leaving `lease_ms` on the remaining holds if any; keep `mark`
+    /// until the release script has been answered.
+    Redis { lease_ms: u64, mark: ReleaseMark },
 }
 
 impl Registry {
@@ -163,12 +190,14 @@ impl Registry {
     }
 
     /// Marks an acquire attempt for `key` as under way, and tells whether the owner holds
-    /// nothing and has no other attempt under way: then any hold Redis has for it is stranded.
-    /// Keep the mark until the attempt's grant is recorded with [`Registry::acquired`].
+    /// nothing, has no other attempt under way and no release under way: then any hold Redis
+    /// has for it is stranded. Keep the mark until the attempt's grant is recorded with
+    /// [`Registry::acquired`].
     pub(crate) fn begin_attempt(&self, key: &HoldKey) -> AttemptMark<'_> {
         let mut state = self.state();
         let others = state.in_flight.get(key).copied().unwrap_or(0);
-        let alone = others == 0 && !state.held.contains_key(key);
+        let alone =
+            others == 0 && !state.held.contains_key(key) && !state.releasing.contains_key(key);
         *state.in_flight.entry(key.clone()).or_default() += 1;
         AttemptMark {
             registry: self,
@@ -240,7 +269,7 @@ impl Registry {
 
     /// Forgets one guard of a hold. Returns what must be done in Redis.
     pub(crate) fn released(
-        &self,
+        self: &Arc<Self>,
         key: &HoldKey,
         ticket: &Ticket,
         lease: Lease,
@@ -269,7 +298,14 @@ impl Registry {
         if held.guards == 0 {
             state.held.remove(key);
         }
-        Release::Redis { lease_ms }
+        *state.releasing.entry(key.clone()).or_default() += 1;
+        Release::Redis {
+            lease_ms,
+            mark: ReleaseMark {
+                registry: self.clone(),
+                key: key.clone(),
+            },
+        }
     }
 
     /// Marks a hold lost (if it is still the same generation) and forgets it.
@@ -346,9 +382,18 @@ pub(crate) struct Task {
     pub(crate) args: Vec<String>,
     /// What is being done, for the log if it fails.
     pub(crate) context: &'static str,
+    /// For a release: the mark that keeps the owner's next acquire from taking the hold being
+    /// released for a stranded one, until this task has run.
+    pub(crate) release: Option<ReleaseMark>,
 }
 
 impl Task {
+    /// This task, keeping `mark` until it has run.
+    pub(crate) fn releasing(mut self, mark: ReleaseMark) -> Task {
+        self.release = Some(mark);
+        self
+    }
+
     /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
     /// names the object in errors.
     pub(crate) async fn run<T: redis::FromRedisValue>(

@@ -993,6 +993,64 @@ async fn fair_lock_same_handle_after_a_lost_unlock_takes_the_hold_over() {
     assert!(!held, "the handle's only hold was released");
 }
 
+/// The write side of a read-write lock, after an unlock that never reached Redis: the handle's
+/// next write acquire drops the stranded write hold and takes the lock as a new hold (one hold,
+/// a new fencing token), so its unlock frees the lock. Found by the chaos scenario
+/// `write_lock_proxy_drop_connections`: the stranded hold was re-entered (count 2, the old
+/// token), every later acquire of that handle re-entered it again with the same token, and the
+/// other writers starved.
+#[tokio::test]
+async fn write_lock_same_handle_after_a_lost_unlock_takes_the_hold_over() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(&server.addr());
+    let a = client_via(&proxy).await;
+    let mut conn = server.conn().await;
+    let rw = a.rw_lock("wu");
+    let write_field = format!("{}:write", rw.owner_id());
+    let guard = rw.write().lock().await.unwrap();
+    let first = guard.fencing_token();
+    lose_the_unlock(&proxy, guard.unlock()).await;
+    let stranded: bool = conn.hexists("wu", &write_field).await.unwrap();
+    assert!(stranded, "the release never reached Redis");
+
+    let write = rw.write();
+    let again = once_reconnected(|| write.lock()).await;
+    let holds: u64 = conn.hget("wu", &write_field).await.unwrap();
+    assert_eq!(holds, 1, "taken over, not re-entered");
+    assert!(again.fencing_token() > first, "a new hold gets a new token");
+    again.unlock().await.unwrap();
+    let held: bool = conn.exists("wu").await.unwrap();
+    assert!(!held, "the handle's only hold was released");
+}
+
+/// The read side, after an unlock that never reached Redis: the stranded read hold and its
+/// lease key are dropped before the next read acquire of the handle, which is then a fresh read
+/// (one hold); its unlock frees the lock. Re-entering the stranded hold instead would let the
+/// reader pass pending writers forever (a re-entry never waits) and never free the lock.
+#[tokio::test]
+async fn read_lock_same_handle_after_a_lost_unlock_takes_the_hold_over() {
+    let server = RedisServer::spawn();
+    let proxy = FaultProxy::start(&server.addr());
+    let a = client_via(&proxy).await;
+    let mut conn = server.conn().await;
+    let rw = a.rw_lock("ru");
+    let guard = rw.read().lock().await.unwrap();
+    lose_the_unlock(&proxy, guard.unlock()).await;
+    let stranded: bool = conn.hexists("ru", rw.owner_id()).await.unwrap();
+    assert!(stranded, "the release never reached Redis");
+
+    let read = rw.read();
+    let again = once_reconnected(|| read.lock()).await;
+    let holds: u64 = conn.hget("ru", rw.owner_id()).await.unwrap();
+    assert_eq!(holds, 1, "taken over, not re-entered");
+    let second_lease = format!("{{ru}}:{}:rwlock_timeout:2", rw.owner_id());
+    let left: bool = conn.exists(&second_lease).await.unwrap();
+    assert!(!left, "no lease key of a second hold");
+    again.unlock().await.unwrap();
+    let held: bool = conn.exists("ru").await.unwrap();
+    assert!(!held, "the handle's only hold was released");
+}
+
 /// `SCRIPT FLUSH` (or a restart, or a failover to a server that never saw the scripts): the
 /// next call gets NOSCRIPT, loads the script and goes on.
 #[tokio::test]

@@ -925,3 +925,36 @@ async fn a_channel_in_steady_use_is_not_resubscribed() {
         "an unused channel is unsubscribed after the linger"
     );
 }
+
+/// A guard dropped (its release handed to the background task) and the same handle locking
+/// again at once: the release may reach Redis after the new acquire. The new acquire must then
+/// re-enter the hold being released, not take it over as a stranded one — else the late
+/// release frees the new hold while its guard believes it holds the lock. Run on both worker
+/// threads, so that the background release and the next acquire race for real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_still_on_its_way_is_not_mistaken_for_a_stranded_hold() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let conn = server.conn().await;
+    let lock = a.lock("racing-release");
+    for round in 0..300 {
+        drop(lock.lock().await.unwrap());
+        let guard = lock.lock().await.unwrap();
+        // Wait until every background release has been answered, then look at Redis: the
+        // guard's hold must be there.
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let mut conn = conn.clone();
+                let owner = lock.owner_id().to_owned();
+                async move {
+                    let holds: Option<u64> = conn.hget("racing-release", owner).await.unwrap();
+                    holds == Some(1)
+                }
+            })
+            .await,
+            "round {round}: the guard's hold is not in Redis"
+        );
+        guard.unlock().await.unwrap();
+    }
+    assert!(!lock.is_locked().await.unwrap());
+}

@@ -775,6 +775,7 @@ impl<T> Delivery<T> {
                 self.core.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a queue delivery",
+            release: None,
         }
     }
 

@@ -426,6 +426,12 @@ impl RwLock {
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
         let lease_ms = lease_ms(lease, watchdog_timeout);
+        // Held until the grant is recorded: a concurrent attempt of this side is not "alone".
+        let attempt = client.registry.begin_attempt(match side {
+            Side::Read => &inner.read_hold,
+            Side::Write => &inner.write_hold,
+        });
+        let alone = if attempt.alone { "1" } else { "0" }.to_owned();
         let (script, keys, args, context): (&'static Script, Vec<&str>, Vec<String>, _) = match side
         {
             Side::Read => (
@@ -441,6 +447,7 @@ impl RwLock {
                     lease_ms.to_string(),
                     inner.read_hold.field.to_string(),
                     inner.write_hold.field.to_string(),
+                    alone,
                 ],
                 "acquiring a read lock",
             ),
@@ -457,6 +464,7 @@ impl RwLock {
                     inner.write_hold.field.to_string(),
                     inner.read_hold.field.to_string(),
                     (park.as_millis() as u64).to_string(),
+                    alone,
                 ],
                 "acquiring a write lock",
             ),
@@ -538,6 +546,7 @@ impl RwLock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "leaving a read-write lock's pending writers",
+            release: None,
         }
     }
 
@@ -559,6 +568,7 @@ impl RwLock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a read lock",
+            release: None,
         }
     }
 
@@ -579,6 +589,7 @@ impl RwLock {
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
             context: "releasing a write lock",
+            release: None,
         }
     }
 }

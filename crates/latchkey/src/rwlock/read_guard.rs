@@ -122,14 +122,14 @@ impl ReadGuard {
             self.lease,
             client.inner.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms } = release else {
+        let Release::Redis { lease_ms, mark } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
         };
         let left = Box::pin(run_task(
             client,
-            self.rw.read_release_task(lease_ms),
+            self.rw.read_release_task(lease_ms).releasing(mark),
             &inner.name,
         ))
         .await?;
@@ -156,8 +156,10 @@ impl Drop for ReadGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms } = release {
-            let _ = client.background.send(self.rw.read_release_task(lease_ms));
+        if let Release::Redis { lease_ms, mark } = release {
+            let _ = client
+                .background
+                .send(self.rw.read_release_task(lease_ms).releasing(mark));
         }
     }
 }
