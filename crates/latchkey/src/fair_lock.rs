@@ -879,7 +879,9 @@ impl FairLockGuard {
     ///
     /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
     /// is changed then, and a successor's lock is untouched. Connection errors if Redis cannot
-    /// be reached; the hold then expires with its lease.
+    /// be reached; the hold then expires with its lease, unless this handle acquires again
+    /// first: its next acquire takes the stranded hold over as a new hold (one hold, a new
+    /// fencing token).
     ///
     /// # Examples
     ///

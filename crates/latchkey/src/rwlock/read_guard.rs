@@ -101,7 +101,8 @@ impl ReadGuard {
     ///
     /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
     /// is changed then. Connection errors if Redis cannot be reached; the hold then expires with
-    /// its lease.
+    /// its lease, unless this handle reads again first: its next read acquire drops the
+    /// stranded hold (and its lease key) and takes a fresh one.
     ///
     /// # Examples
     ///
