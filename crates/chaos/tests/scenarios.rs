@@ -818,11 +818,27 @@ fn client_pause() {
 /// even the strict check must find nothing.
 #[test]
 fn redis_restart_with_aof() {
+    redis_restart_with_aof_of("redis_restart_with_aof", Primitive::Lock);
+}
+
+/// [`redis_restart_with_aof`] on a fair lock: its queue and deadlines are on disk too.
+#[test]
+fn fair_lock_redis_restart_with_aof() {
+    redis_restart_with_aof_of("fair_lock_redis_restart_with_aof", Primitive::FairLock);
+}
+
+/// [`redis_restart_with_aof`] on the write side of a read-write lock.
+#[test]
+fn write_lock_redis_restart_with_aof() {
+    redis_restart_with_aof_of("write_lock_redis_restart_with_aof", Primitive::WriteLock);
+}
+
+fn redis_restart_with_aof_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let scenario = "redis_restart_with_aof";
     let scale = scale();
     let mut servers = Servers::spawn(RedisServer::builder().appendonly(true).spawn());
     let mut config = template(&servers, servers.lock.url());
+    config.primitive = primitive;
     config.watchdog_timeout_ms = 5000;
     config.command_timeout_ms = 1000;
     config.writes_per_hold = 4;
