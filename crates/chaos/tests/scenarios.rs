@@ -549,7 +549,6 @@ fn fair_lock_kill_9_of_queued_waiters() {
     let counts = &outcome.report.violation_counts;
     assert_eq!(counts.duplicate_tokens, 0, "{}", outcome.describe());
     for (victims, killed_at) in &kills {
-        assert_eq!(victims.len(), 2);
         // Somebody else got the lock after the kill: the dead entries did not block the queue.
         let next = outcome
             .events
@@ -1216,12 +1215,7 @@ fn sentinel_failover() {
     let scenario = "sentinel_failover";
     let scale = scale();
     let mut group = SentinelGroup::spawn(1, 3);
-    let hosts: Vec<String> = group.sentinels().iter().map(|s| s.addr()).collect();
-    let url = format!(
-        "redis+sentinel://{}/{}",
-        hosts.join(","),
-        group.master_name()
-    );
+    let url = group.url();
     let servers = Servers::spawn(RedisServer::spawn()); // only the store is used
     let mut config = template(&servers, url);
     config.watchdog_timeout_ms = 10_000;

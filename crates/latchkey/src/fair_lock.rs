@@ -907,12 +907,12 @@ impl FairLockGuard {
                 name: inner.name.clone(),
             });
         };
-        let left = Box::pin(run_task(
-            client,
-            self.lock.release_task(lease_ms).releasing(mark),
-            &inner.name,
-        ))
-        .await?;
+        let left: i64 = self
+            .lock
+            .release_task(lease_ms)
+            .releasing(mark)
+            .run_detached(&client.inner.conn, &inner.name)
+            .await?;
         if left < 0 {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
@@ -997,12 +997,4 @@ pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
         what,
         format!("unexpected reply {reply:?}"),
     )))
-}
-
-/// Runs a release script now, in its own task (so it completes even if the caller goes away),
-/// and returns its integer reply. Callers box its future (see [`FairLock::acquire`]'s note).
-pub(crate) async fn run_task(client: &Client, task: Task, name: &str) -> Result<i64> {
-    let conn = client.inner.conn.clone();
-    let name = name.to_owned();
-    detached(async move { task.run::<i64>(&conn, &name).await }).await?
 }

@@ -901,10 +901,12 @@ impl LockGuard {
             });
         };
         // The release runs in its own task: if this future is dropped, the release still happens.
-        let task = self.lock.release_task(lease_ms).releasing(mark);
-        let conn = client.conn.clone();
-        let name = inner.name.clone();
-        let left = detached(async move { task.run::<i64>(&conn, &name).await }).await??;
+        let left: i64 = self
+            .lock
+            .release_task(lease_ms)
+            .releasing(mark)
+            .run_detached(&client.conn, &inner.name)
+            .await?;
         if left < 0 {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),

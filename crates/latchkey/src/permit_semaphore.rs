@@ -599,11 +599,10 @@ impl PermitSemaphore {
                 "no permit ids; give at least one",
             ));
         }
-        let task = self.release_task(ids);
-        let conn = self.inner.client.inner.conn.clone();
-        let name = self.inner.name.clone();
-        let unknown: Vec<String> =
-            detached(Box::pin(async move { task.run(&conn, &name).await })).await??;
+        let unknown: Vec<String> = self
+            .release_task(ids)
+            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
+            .await?;
         match unknown.into_iter().next() {
             None => Ok(()),
             Some(permit) => Err(Error::UnknownPermit {

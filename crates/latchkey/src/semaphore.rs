@@ -411,11 +411,10 @@ impl Semaphore {
     pub async fn release(&self, n: u32) -> Result<()> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        let task = self.release_task(n);
-        let conn = self.inner.client.inner.conn.clone();
-        let name = self.inner.name.clone();
-        let reply: Vec<i64> =
-            detached(Box::pin(async move { task.run(&conn, &name).await })).await??;
+        let reply: Vec<i64> = self
+            .release_task(n)
+            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
+            .await?;
         match reply.as_slice() {
             [1, _] => Ok(()),
             [0, total] => Err(Error::OverRelease {

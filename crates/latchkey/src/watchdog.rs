@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
 use crate::scripts;
+use crate::task::detached;
 
 /// The most locks renewed by one script call.
 pub(crate) const RENEW_BATCH: usize = 100;
@@ -409,6 +410,23 @@ impl Task {
             invocation.arg(arg);
         }
         conn.script(&invocation, self.context, name).await
+    }
+
+    /// Runs the script now, in its own task (see [`detached`]): it completes even if the
+    /// returned future is dropped. Every explicit release goes through here, so a caller who
+    /// stops waiting for `unlock()` still releases.
+    pub(crate) fn run_detached<T>(
+        self,
+        conn: &Conn,
+        name: &str,
+    ) -> impl std::future::Future<Output = crate::error::Result<T>> + Send + 'static
+    where
+        T: redis::FromRedisValue + Send + 'static,
+    {
+        let conn = conn.clone();
+        let name = name.to_owned();
+        let done = detached(Box::pin(async move { self.run::<T>(&conn, &name).await }));
+        async move { done.await? }
     }
 }
 

@@ -31,12 +31,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failover_under_a_held_lock_and_a_waiter() {
     let mut group = SentinelGroup::spawn(1, 3);
-    let hosts: Vec<String> = group.sentinels().iter().map(|s| s.addr()).collect();
-    let url = format!(
-        "redis+sentinel://{}/{}",
-        hosts.join(","),
-        group.master_name()
-    );
+    let url = group.url();
     let connect = || {
         Client::builder(url.clone())
             .watchdog_timeout(Duration::from_secs(4))
@@ -232,12 +227,7 @@ async fn replica_synced_acquires_are_undone_when_no_replica_acknowledges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_synced_lock_survives_the_failover_of_its_primary() {
     let mut group = SentinelGroup::spawn(1, 3);
-    let hosts: Vec<String> = group.sentinels().iter().map(|s| s.addr()).collect();
-    let url = format!(
-        "redis+sentinel://{}/{}",
-        hosts.join(","),
-        group.master_name()
-    );
+    let url = group.url();
     let client = Client::builder(url.clone())
         .watchdog_timeout(Duration::from_secs(30))
         .connect()

@@ -142,6 +142,12 @@ impl SentinelGroup {
         MASTER_NAME
     }
 
+    /// The URL a client connects with: `redis+sentinel://<every sentinel>/mymaster`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.sentinels.iter().map(|s| s.addr()).collect();
+        format!("redis+sentinel://{}/{}", hosts.join(","), MASTER_NAME)
+    }
+
     /// The quorum the sentinels were configured with (`sentinels / 2 + 1`).
     pub fn quorum(&self) -> usize {
         self.quorum

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
-use crate::fair_lock::run_task;
 use crate::watchdog::{Lease, Release, Ticket};
 
 use super::RwLock;
@@ -128,12 +127,12 @@ impl ReadGuard {
                 name: inner.name.clone(),
             });
         };
-        let left = Box::pin(run_task(
-            client,
-            self.rw.read_release_task(lease_ms).releasing(mark),
-            &inner.name,
-        ))
-        .await?;
+        let left: i64 = self
+            .rw
+            .read_release_task(lease_ms)
+            .releasing(mark)
+            .run_detached(&client.inner.conn, &inner.name)
+            .await?;
         if left < 0 {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),

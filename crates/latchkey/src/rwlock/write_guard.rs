@@ -4,7 +4,6 @@ use std::fmt;
 use std::future::Future;
 
 use crate::error::{Error, Result};
-use crate::fair_lock::run_task;
 use crate::watchdog::{Lease, Release, Ticket};
 
 use super::RwLock;
@@ -130,12 +129,12 @@ impl WriteGuard {
                 name: inner.name.clone(),
             });
         };
-        let left = Box::pin(run_task(
-            client,
-            self.rw.write_release_task(lease_ms).releasing(mark),
-            &inner.name,
-        ))
-        .await?;
+        let left: i64 = self
+            .rw
+            .write_release_task(lease_ms)
+            .releasing(mark)
+            .run_detached(&client.inner.conn, &inner.name)
+            .await?;
         if left < 0 {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
