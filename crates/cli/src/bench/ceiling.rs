@@ -26,10 +26,24 @@ pub struct Ceiling {
     /// Pipelined EVALSHA per second (one connection, batches of 256).
     pub pipelined_per_s: f64,
     /// The same sequential EVALSHA from `redis-benchmark -c 1` (C, one connection): the
-    /// machine's round-trip limit whatever the client library. `None` when it could not run.
-    pub c_client_sequential_per_s: Option<f64>,
-    /// Why the C client's figure is missing.
-    pub c_client_skipped: Option<String>,
+    /// machine's round-trip limit whatever the client library.
+    pub c_client: CClient,
+}
+
+/// The C client's sequential figure, or why it is missing.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CClient {
+    /// Round trips per second.
+    Measured {
+        /// Sequential EVALSHA per second.
+        sequential_per_s: f64,
+    },
+    /// Not run (not installed, TLS or credentials, or it failed).
+    Skipped {
+        /// Why.
+        why: String,
+    },
 }
 
 /// Measures both figures.
@@ -80,17 +94,17 @@ pub async fn measure(setup: &Setup) -> Result<Ceiling> {
         batch,
     )
     .await?;
-    let (c_client_sequential_per_s, c_client_skipped) =
-        match c_client(&setup.url, &sha, &key, setup.duration).await {
-            Ok(rate) => (Some(rate), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
+    let c_client = match c_client(&setup.url, &sha, &key, setup.duration).await {
+        Ok(sequential_per_s) => CClient::Measured { sequential_per_s },
+        Err(e) => CClient::Skipped {
+            why: format!("{e:#}"),
+        },
+    };
     Ok(Ceiling {
         sequential_per_s: seq.rate(),
         sequential_latency: Latency::of(&mut seq.samples),
         pipelined_per_s: (piped.count * BATCH) as f64 / piped.elapsed.as_secs_f64().max(1e-9),
-        c_client_sequential_per_s,
-        c_client_skipped,
+        c_client,
     })
 }
 

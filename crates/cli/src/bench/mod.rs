@@ -595,13 +595,12 @@ fn render(report: &Report) -> String {
         human(Duration::from_secs_f64(report.duration_s)),
     );
     if let Some(c) = &report.ceiling {
-        let c_client = match (c.c_client_sequential_per_s, &c.c_client_skipped) {
-            (Some(rate), _) => format!(
+        let c_client = match &c.c_client {
+            ceiling::CClient::Measured { sequential_per_s } => format!(
                 "; redis-benchmark (C, one connection): sequential EVALSHA {}/s",
-                thousands(rate)
+                thousands(*sequential_per_s)
             ),
-            (None, Some(why)) => format!("; redis-benchmark not run: {why}"),
-            (None, None) => String::new(),
+            ceiling::CClient::Skipped { why } => format!("; redis-benchmark not run: {why}"),
         };
         out.push_str(&format!(
             "ceiling (same server, same run): sequential EVALSHA {}/s (p50 {}), pipelined EVALSHA {}/s{c_client}\n\n",
