@@ -194,6 +194,7 @@ impl Hub {
             conn: None,
             subscribed: HashSet::new(),
             lingering: VecDeque::new(),
+            dropped: HashSet::new(),
             ever_connected: false,
         };
         tokio::spawn(task.run(shutdown));
@@ -384,6 +385,8 @@ struct HubTask {
     subscribed: HashSet<String>,
     /// Channels whose last user left, with the time to unsubscribe them.
     lingering: VecDeque<(Instant, String, u64)>,
+    /// Channels in use whose subscription the server ended on its own, to subscribe again.
+    dropped: HashSet<String>,
     ever_connected: bool,
 }
 
@@ -397,6 +400,7 @@ impl HubTask {
         loop {
             let next_linger = self.lingering.front().map(|(at, ..)| *at);
             let needs_reconnect = self.conn.is_none() && self.in_use();
+            let needs_resubscribe = self.conn.is_some() && !self.dropped.is_empty();
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return,
@@ -407,10 +411,18 @@ impl HubTask {
                 incoming = next_incoming(&mut self.conn) => match incoming {
                     Incoming::Message { channel, payload } => self.deliver(&channel, &payload),
                     Incoming::Gap => self.wake_everyone(),
+                    Incoming::Dropped { channel } => self.dropped(channel),
                     Incoming::Closed => self.disconnected("the subscriber connection closed"),
                 },
                 _ = sleep_until_opt(next_linger) => self.expire_lingering().await,
                 _ = health.tick(), if self.conn.is_some() => self.health_check().await,
+                _ = tokio::time::sleep(backoff), if needs_resubscribe => {
+                    if self.resubscribe_dropped().await {
+                        backoff = Duration::from_millis(50);
+                    } else {
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                }
                 _ = tokio::time::sleep(backoff), if needs_reconnect => {
                     if self.reconnect().await {
                         backoff = Duration::from_millis(50);
@@ -574,8 +586,72 @@ impl HubTask {
         }
         self.conn = None;
         self.subscribed.clear();
+        self.dropped.clear();
         for channel in self.state.channels().values_mut() {
             channel.confirmed = false;
+        }
+    }
+
+    /// The server ended the subscription to `channel` (see [`Incoming::Dropped`]). Our own
+    /// unsubscribes end this way too; a channel still in use is subscribed again — on a
+    /// cluster the driver routes the new `SSUBSCRIBE` to the node that owns the slot now,
+    /// following `MOVED` — and its waiters retry at once, since a release may have been
+    /// published while nobody listened.
+    fn dropped(&mut self, channel: String) {
+        let mut channels = self.state.channels();
+        let Some(entry) = channels.get_mut(&channel) else {
+            return;
+        };
+        // A lingering channel (no references) is not needed: let the linger forget it.
+        if entry.refs == 0 {
+            drop(channels);
+            self.subscribed.remove(&channel);
+            return;
+        }
+        entry.confirmed = false;
+        entry.wake_all();
+        drop(channels);
+        tracing::debug!(
+            channel,
+            "latchkey subscription ended by the server; subscribing again"
+        );
+        self.subscribed.remove(&channel);
+        self.dropped.insert(channel);
+    }
+
+    /// Subscribes the dropped channels that are still in use again. Returns whether all of them
+    /// are subscribed now.
+    async fn resubscribe_dropped(&mut self) -> bool {
+        let wanted: Vec<String> = {
+            let channels = self.state.channels();
+            self.dropped
+                .iter()
+                .filter(|c| channels.get(*c).is_some_and(|c| c.refs > 0))
+                .cloned()
+                .collect()
+        };
+        self.dropped.clear();
+        if wanted.is_empty() {
+            return true;
+        }
+        match self.subscribe(wanted.clone()).await {
+            Ok(()) => {
+                // Anything published between the drop and now was missed.
+                let channels = self.state.channels();
+                for channel in &wanted {
+                    if let Some(c) = channels.get(channel) {
+                        c.wake_all();
+                    }
+                }
+                true
+            }
+            Err(e) => {
+                tracing::debug!(error = %e.chain(), "latchkey resubscribe failed; trying again");
+                if self.conn.is_some() {
+                    self.dropped.extend(wanted);
+                }
+                false
+            }
         }
     }
 
@@ -652,6 +728,11 @@ enum Incoming {
     },
     /// The connection was interrupted and restored: messages may have been missed.
     Gap,
+    /// The server ended our subscription to a channel on its own (on a cluster: the node no
+    /// longer owns the channel's slot after a failover or a slot migration).
+    Dropped {
+        channel: String,
+    },
     Closed,
 }
 
@@ -730,6 +811,15 @@ impl SubConn {
                         }
                     }
                     redis::PushKind::Disconnection => return Incoming::Gap,
+                    redis::PushKind::SUnsubscribe | redis::PushKind::Unsubscribe => {
+                        let channel = push
+                            .data
+                            .first()
+                            .and_then(|c| redis::from_redis_value_ref::<String>(c).ok());
+                        if let Some(channel) = channel {
+                            return Incoming::Dropped { channel };
+                        }
+                    }
                     _ => {}
                 }
             },

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, ReplicaSync};
-use latchkey_test_support::{RedisCluster, RedisServer};
+use latchkey_test_support::{eventually, RedisCluster, RedisServer};
 
 fn url(cluster: &RedisCluster) -> String {
     let hosts: Vec<String> = cluster.primaries().iter().map(|node| node.addr()).collect();
@@ -415,4 +415,141 @@ async fn auto_replica_sync_is_decided_per_shard() {
     for shard in kept {
         assert!(waited[shard.primary], "the shards with replicas still wait");
     }
+}
+
+/// The number of sharded subscribers of `channel` on `node`.
+fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
+    let reply = node.cmd_sync(&["PUBSUB", "SHARDNUMSUB", channel]);
+    let (_, n): (String, i64) = redis::from_redis_value_ref(&reply).unwrap();
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_subscriptions_follow_a_failover() {
+    let cluster = RedisCluster::spawn(3, 1);
+    let connect = || {
+        Client::builder(url(&cluster))
+            .replica_sync(ReplicaSync::Off)
+            .connect()
+    };
+    let holder = connect().await.unwrap();
+    let waiter = connect().await.unwrap();
+    let name = "failover:sub";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let guard = holder.lock(name).lock().await.unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
+    let old_primary = cluster.node_for_key(name).port();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shard_subscribers(cluster.node_for_key(name), &channel) == 1
+        })
+        .await,
+        "the waiter subscribed on the primary"
+    );
+
+    // Fail over the shard that owns the lock: promote the replica of its primary.
+    let replica = cluster
+        .replicas()
+        .iter()
+        .position(|replica| {
+            let role = replica.cmd_sync(&["ROLE"]);
+            let (_, _, port): (String, String, u16) = redis::from_redis_value_ref(&match role {
+                redis::Value::Array(items) => redis::Value::Array(items[..3].to_vec()),
+                other => other,
+            })
+            .unwrap();
+            port == old_primary
+        })
+        .expect("the owning primary has a replica");
+    let new_primary = cluster.failover(replica);
+    assert_ne!(new_primary.port(), old_primary);
+    // The demoted primary ended the subscription when it lost the slot; the client makes it
+    // again in the shard (on its new primary, or on the demoted one, now a replica, to which
+    // the shard's messages are replicated).
+    let old_node = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.port() == old_primary)
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shard_subscribers(new_primary, &channel) + shard_subscribers(old_node, &channel) == 1
+        })
+        .await,
+        "the subscription was not made again in the shard"
+    );
+    // The hold was replicated before the failover: the release on the new primary hands the
+    // lock to the waiter.
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unlock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            waiter.subscription_count() == 0
+        })
+        .await
+    );
+}
+
+/// Moves `slot` from the primary `from` to the primary `to`, keys included, as a resharding
+/// tool does (`SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE` on every primary).
+fn migrate_slot(cluster: &RedisCluster, slot: u16, from: &RedisServer, to: &RedisServer) {
+    let id = |node: &RedisServer| -> String {
+        redis::from_redis_value_ref(&node.cmd_sync(&["CLUSTER", "MYID"])).unwrap()
+    };
+    let (from_id, to_id, slot) = (id(from), id(to), slot.to_string());
+    to.cmd_sync(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    from.cmd_sync(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+    let keys: Vec<String> =
+        redis::from_redis_value_ref(&from.cmd_sync(&["CLUSTER", "GETKEYSINSLOT", &slot, "1000"]))
+            .unwrap();
+    for key in keys {
+        let port = to.port().to_string();
+        from.cmd_sync(&["MIGRATE", "127.0.0.1", &port, &key, "0", "5000"]);
+    }
+    for node in cluster.primaries() {
+        node.cmd_sync(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_subscriptions_follow_a_migrated_slot() {
+    let cluster = RedisCluster::spawn(3, 0);
+    let connect = || {
+        Client::builder(url(&cluster))
+            .replica_sync(ReplicaSync::Off)
+            .connect()
+    };
+    let holder = connect().await.unwrap();
+    let waiter = connect().await.unwrap();
+    let name = "migrated:sub";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let guard = holder.lock(name).lock().await.unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
+    let from = cluster.node_for_key(name);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shard_subscribers(from, &channel) == 1
+        })
+        .await,
+        "the waiter subscribed on the owner"
+    );
+    let to = *cluster
+        .primaries()
+        .iter()
+        .find(|n| n.port() != from.port())
+        .unwrap();
+    migrate_slot(&cluster, cluster.key_slot(name), from, to);
+    // The old owner ends the subscription with the slot; the client follows the slot (MOVED).
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            shard_subscribers(to, &channel) == 1
+        })
+        .await,
+        "the subscription did not follow the slot"
+    );
+    assert_eq!(shard_subscribers(from, &channel), 0);
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unlock().await.unwrap();
 }
