@@ -1267,3 +1267,82 @@ fn sentinel_failover() {
     assert_safe(scenario, &outcome);
     assert_clean(scenario, &outcome);
 }
+
+/// Kills and restarts up to `count` workers that are not inside a critical
+/// section (each is stopped first and its history read, so no hold is cut
+/// short): the restarted processes are fresh clients, which ask the
+/// sentinels for the primary anew.
+fn restart_idle_workers(run: &mut Run, count: usize) {
+    let mut restarted = 0;
+    for worker in run.workers() {
+        if restarted == count {
+            break;
+        }
+        if !run.is_running(worker) {
+            continue;
+        }
+        run.stop_process(worker);
+        if harness::critical_section(&run.history(worker)).is_some() {
+            run.continue_process(worker);
+            continue;
+        }
+        run.kill(worker);
+        run.respawn(worker);
+        restarted += 1;
+    }
+}
+
+/// A primary with one replica behind three sentinels; the workers connect
+/// through the sentinels with the default settings. `SENTINEL FAILOVER`
+/// promotes the replica while the old primary keeps running and taking
+/// writes until the sentinels reconfigure it (seconds later); right after
+/// each failover two idle workers are restarted, so fresh clients lock on the
+/// new primary while the others were connected to the old one. No two
+/// holders at any moment (strict check): a grant on the demoted primary is
+/// never taken as a hold (auto replica sync refuses a primary that lost its
+/// replicas, and clients follow the sentinels' `+switch-master`).
+#[test]
+fn sentinel_manual_failover_split_brain() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scenario = "sentinel_manual_failover_split_brain";
+    let mut group = SentinelGroup::spawn(1, 3);
+    let url = group.url();
+    let servers = Servers::spawn(RedisServer::spawn()); // only the store is used
+    let mut config = template(&servers, url);
+    config.watchdog_timeout_ms = 5_000;
+    config.command_timeout_ms = 1000;
+    config.writes_per_hold = 4;
+    config.write_interval_ms = 25;
+    let mut run = start(scenario, &config, 4);
+    let failovers = if soak() { 12 } else { 6 };
+    assert_progress(scenario, &run, 0, 1);
+    for _ in 0..failovers {
+        let since = now_ns();
+        let (old, _new) = group.manual_failover(Duration::from_secs(60));
+        restart_idle_workers(&mut run, 2);
+        assert_progress(scenario, &run, since, 3);
+        group.wait_demoted(&old, Duration::from_secs(90));
+    }
+    let faults = format!(
+        "{failovers}× SENTINEL FAILOVER with the old primary running, two fresh clients after each"
+    );
+    let addr = group.current_primary_addr();
+    let primary = group
+        .servers()
+        .iter()
+        .find(|s| s.addr() == addr)
+        .expect("the primary is in the group");
+    let mut admin = Admin::new(primary.client());
+    let settle = Duration::from_millis(config.watchdog_timeout_ms + 5000);
+    let outcome = finish_with(
+        scenario,
+        &mut run,
+        &mut admin,
+        Mode::Strict,
+        &faults,
+        settle,
+    );
+    assert_safe(scenario, &outcome);
+    assert_clean(scenario, &outcome);
+    drop(group);
+}

@@ -9,11 +9,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{ClusterTarget, Conn, Target};
+use crate::conn::{ClusterTarget, Conn, SentinelTarget, Target, Verdict};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
-use crate::replica::{cluster_shards, AbsentReplicas};
+use crate::replica::{cluster_shards, AbsentReplicas, LostReplicas};
 use crate::watchdog::{self, Registry};
 
 /// The longest object name latchkey accepts, in bytes.
@@ -327,7 +327,24 @@ impl ClientBuilder {
             // The slot does not matter off a cluster.
             ReplicaSync::Auto => match connected_replicas(&conn, 0).await {
                 Ok(n) if n > 0 => Some(auto_wait),
-                Ok(_) => None,
+                // A sentinel that has not heard of a failover yet may have named the demoted
+                // primary, which has lost its replicas: wait for replicas unless the sentinels
+                // vouch for it, so that the first grant there is checked (and undone).
+                // On Sentinel, auto mode stays on: a primary without replicas may have been
+                // promoted just now, and gets one soon (the demoted primary, reconfigured);
+                // every grant there checks `ROLE` on the way (see `Inner::acquire_script`), so
+                // waiting starts with the first grant after a replica joined. And a sentinel
+                // that has not heard of a failover yet may have named the demoted primary:
+                // unless the sentinels vouch for it, its first grant is waited for (and undone).
+                Ok(_) => match (conn.sentinel_primary(), conn.sentinels()) {
+                    (Some(primary), Some(sentinels)) => {
+                        if sentinels.verdict(&primary).await == Verdict::Confirmed {
+                            absent.push(AbsentReplicas::from_now(vec![(0, 16383)]));
+                        }
+                        Some(auto_wait)
+                    }
+                    _ => None,
+                },
                 // A user without INFO (a tight ACL) cannot tell: no replica sync.
                 Err(e) if e.is_auth() => None,
                 Err(e) => return Err(e),
@@ -385,9 +402,13 @@ impl ClientBuilder {
                     redis::sentinel::SentinelServerType::Master,
                 )
                 .map_err(config_error)?;
-                Ok(Target::Sentinel(Arc::new(tokio::sync::Mutex::new(
-                    sentinel,
-                ))))
+                Ok(Target::Sentinel(Arc::new(SentinelTarget {
+                    client: tokio::sync::Mutex::new(sentinel),
+                    sentinels: sentinels.clone(),
+                    master: master.clone(),
+                    connect_timeout: self.connect_timeout,
+                    command_timeout: self.command_timeout,
+                })))
             }
             Topology::Cluster(nodes) => Ok(Target::Cluster(Arc::new(ClusterTarget {
                 nodes: nodes.clone(),
@@ -599,7 +620,13 @@ pub(crate) struct Inner {
     /// The primaries auto mode found without replicas (on a cluster, by the slots of each such
     /// shard; elsewhere all slots): acquires on them do not wait for replicas until the entry's
     /// time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
-    pub(crate) replicas_absent: std::sync::Mutex<Vec<AbsentReplicas>>,
+    pub(crate) replicas_absent: Arc<std::sync::Mutex<Vec<AbsentReplicas>>>,
+    /// Primaries found without replicas after they had some, refused for a grace period.
+    pub(crate) replicas_lost: std::sync::Mutex<Vec<LostReplicas>>,
+    /// The Sentinel primary this client last saw with replicas.
+    pub(crate) primary_with_replicas: std::sync::Mutex<Option<Arc<str>>>,
+    /// Tells the pub/sub hub that the primary moved.
+    pub(crate) primary_moved: Arc<dyn Fn() + Send + Sync>,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
@@ -678,13 +705,27 @@ impl Client {
             background.clone(),
             shutdown.clone(),
         );
+        let replicas_absent = Arc::new(std::sync::Mutex::new(replicas_absent));
+        let absent = replicas_absent.clone();
+        crate::sentinel_watch::start(
+            conn.clone(),
+            hub.reconnect_callback(),
+            // A replica attached: wait for replicas again from the next acquire on.
+            Arc::new(move || absent.lock().unwrap_or_else(|e| e.into_inner()).clear()),
+            shutdown.clone(),
+        );
         Client {
             inner: Arc::new(Inner {
                 id: id.to_string(),
                 wake_id,
                 replica_sync,
                 replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
-                replicas_absent: std::sync::Mutex::new(replicas_absent),
+                replicas_absent,
+                replicas_lost: std::sync::Mutex::new(Vec::new()),
+                primary_with_replicas: std::sync::Mutex::new(
+                    replica_sync.and(conn.sentinel_primary()),
+                ),
+                primary_moved: hub.reconnect_callback(),
                 conn,
                 config,
                 hub,

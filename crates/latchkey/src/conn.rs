@@ -53,9 +53,67 @@ pub(crate) enum Target {
     /// One server at a fixed address.
     Fixed(Box<redis::Client>),
     /// Asked of the sentinels each time a connection is made.
-    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    Sentinel(Arc<SentinelTarget>),
     /// A Redis Cluster.
     Cluster(Arc<ClusterTarget>),
+}
+
+/// How to find the primary of a Sentinel-monitored group.
+pub(crate) struct SentinelTarget {
+    pub(crate) client: tokio::sync::Mutex<SentinelClient>,
+    /// The sentinels' URLs (`redis://host:port`).
+    pub(crate) sentinels: Vec<String>,
+    /// The monitored primary's name.
+    pub(crate) master: String,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+}
+
+/// What the sentinels say of a primary (see [`SentinelTarget::verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A majority of the sentinels answered, and every one that answered names it.
+    Confirmed,
+    /// A sentinel names another primary: the group failed over (or is failing over).
+    Moved,
+    /// Too few sentinels answered to tell.
+    Unknown,
+}
+
+impl SentinelTarget {
+    /// Asks every sentinel which server is the primary (`SENTINEL GET-MASTER-ADDR-BY-NAME`,
+    /// each within the command timeout) and compares their answers with `addr`. The sentinel
+    /// that leads a failover names the promoted replica as soon as it picked it; the others
+    /// follow within seconds, so one dissenting answer is enough to distrust `addr`.
+    pub(crate) async fn verdict(&self, addr: &str) -> Verdict {
+        let asks = self.sentinels.iter().map(|url| async move {
+            let ask = async {
+                let client = redis::Client::open(url.as_str())?;
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&self.master)
+                    .query_async::<Option<(String, u16)>>(&mut conn)
+                    .await
+            };
+            match tokio::time::timeout(self.connect_timeout + self.command_timeout, ask).await {
+                Ok(Ok(Some((host, port)))) => Some(format!("{host}:{port}")),
+                _ => None,
+            }
+        });
+        let answers: Vec<String> = futures_util::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        if answers.iter().any(|named| named != addr) {
+            Verdict::Moved
+        } else if answers.len() > self.sentinels.len() / 2 {
+            Verdict::Confirmed
+        } else {
+            Verdict::Unknown
+        }
+    }
 }
 
 /// How to reach a Redis Cluster.
@@ -108,7 +166,7 @@ impl Target {
     pub(crate) async fn client(&self) -> redis::RedisResult<redis::Client> {
         match self {
             Target::Fixed(client) => Ok((**client).clone()),
-            Target::Sentinel(sentinel) => sentinel.lock().await.async_get_client().await,
+            Target::Sentinel(sentinel) => sentinel.client.lock().await.async_get_client().await,
             Target::Cluster(_) => Err(redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
                 "a cluster has no single primary",
@@ -137,32 +195,34 @@ struct SentinelConn {
     connect_timeout: Duration,
     /// The driver's own response timeout: long enough for a replica WAIT.
     response_timeout: Duration,
-    current: std::sync::Mutex<Option<MultiplexedConnection>>,
+    /// The connection to the primary, and that primary's address (`host:port`).
+    current: std::sync::Mutex<Option<(MultiplexedConnection, Arc<str>)>>,
     /// Serializes reconnects, so that one failover makes one new connection.
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl SentinelConn {
-    fn current(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<(MultiplexedConnection, Arc<str>)>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn get(&self) -> redis::RedisResult<MultiplexedConnection> {
-        if let Some(conn) = self.current().as_ref() {
+        if let Some((conn, _)) = self.current().as_ref() {
             return Ok(conn.clone());
         }
         let _connecting = self.connecting.lock().await;
-        if let Some(conn) = self.current().as_ref() {
+        if let Some((conn, _)) = self.current().as_ref() {
             return Ok(conn.clone());
         }
         let client = self.target.client().await?;
+        let addr: Arc<str> = Arc::from(client.get_connection_info().addr().to_string());
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        *self.current() = Some(conn.clone());
+        *self.current() = Some((conn.clone(), addr));
         Ok(conn)
     }
 
@@ -267,6 +327,37 @@ impl Conn {
         }
     }
 
+    /// The address (`host:port`) of the primary the sentinels named for the current
+    /// connection; `None` off Sentinel or while not connected.
+    pub(crate) fn sentinel_primary(&self) -> Option<Arc<str>> {
+        match &self.backend {
+            Backend::Sentinel(s) => s.current().as_ref().map(|(_, addr)| addr.clone()),
+            _ => None,
+        }
+    }
+
+    /// The sentinels behind this connection, if it follows a Sentinel-monitored primary.
+    pub(crate) fn sentinels(&self) -> Option<&SentinelTarget> {
+        match &self.backend {
+            Backend::Sentinel(s) => match &s.target {
+                Target::Sentinel(target) => Some(target),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Drops the connection to the primary at `addr` (any primary with `None`), so that the
+    /// next command asks the sentinels again. Commands already sent finish on the old one.
+    pub(crate) fn forget_primary(&self, addr: Option<&str>) {
+        if let Backend::Sentinel(s) = &self.backend {
+            let mut current = s.current();
+            if addr.is_none_or(|addr| current.as_ref().is_some_and(|(_, a)| &**a == addr)) {
+                *current = None;
+            }
+        }
+    }
+
     /// Whether this is a Redis Cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.backend, Backend::Cluster(_))
@@ -359,6 +450,25 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<(T, i64)> {
+        let mut tail = redis::cmd("WAIT");
+        tail.arg(replicas).arg(wait.as_millis() as u64);
+        self.script_then(script, keys, args, &tail, wait * 2, context, key)
+            .await
+    }
+
+    /// Runs `script` and then `tail` on the same connection, in one pipeline, within the
+    /// command timeout plus `extra`; routed as [`Conn::script_then_wait`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn script_then<T: FromRedisValue, U: FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        args: &[String],
+        tail: &Cmd,
+        extra: Duration,
+        context: &'static str,
+        key: &str,
+    ) -> Result<(T, U)> {
         let mut pipeline = redis::pipe();
         pipeline
             .cmd("EVALSHA")
@@ -366,14 +476,12 @@ impl Conn {
             .arg(keys.len())
             .arg(keys)
             .arg(args)
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(wait.as_millis() as u64);
-        let timeout = self.timeout + wait * 2;
+            .add_command(tail.clone());
+        let timeout = self.timeout + extra;
         let slot = keys.first().map(|k| key_slot(k.as_bytes()));
         let run = async {
             let mut handle = self.handle_for_slot(slot).await?;
-            match pipeline.query_async::<(T, i64)>(&mut handle).await {
+            match pipeline.query_async::<(T, U)>(&mut handle).await {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {

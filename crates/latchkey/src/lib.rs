@@ -19,6 +19,7 @@ mod replica;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod sentinel_watch;
 mod task;
 mod watchdog;
 

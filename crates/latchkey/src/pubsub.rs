@@ -151,6 +151,8 @@ enum Command {
         /// The channel's `idle_generation` when it fell out of use.
         generation: u64,
     },
+    /// The primary moved (a Sentinel failover): connect again, to the new one.
+    Reconnect,
 }
 
 /// The client's pub/sub hub (see the module docs).
@@ -165,6 +167,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Subscribe { channel, .. } => write!(f, "Subscribe({channel})"),
             Command::Unused { channel, .. } => write!(f, "Unused({channel})"),
+            Command::Reconnect => write!(f, "Reconnect"),
         }
     }
 }
@@ -271,6 +274,15 @@ impl Hub {
             slot,
             finished: false,
             on_leave: on_leave(),
+        })
+    }
+
+    /// A callback that makes the hub drop its connection and connect again (to the primary
+    /// the sentinels name now), waking every waiter.
+    pub(crate) fn reconnect_callback(&self) -> std::sync::Arc<dyn Fn() + Send + Sync> {
+        let commands = self.commands.clone();
+        std::sync::Arc::new(move || {
+            let _ = commands.send(Command::Reconnect);
         })
     }
 
@@ -452,6 +464,13 @@ impl HubTask {
                 }
                 let result = self.subscribe(vec![channel]).await;
                 let _ = reply.send(result);
+            }
+            Command::Reconnect => {
+                if self.conn.is_some() {
+                    self.disconnected("the primary moved");
+                    // Anything published on the new primary meanwhile was missed.
+                    self.wake_everyone();
+                }
             }
             Command::Unused {
                 channel,

@@ -14,18 +14,26 @@
 //! has no replica" state per shard (as the slot ranges that primary served when it was found
 //! without replicas), so one shard losing its replica does not stop the waits on the others.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{FromRedisValue, Script};
 use tokio::time::Instant;
 
 use crate::client::{connected_replicas, Inner};
-use crate::conn::{key_slot, Conn};
+use crate::conn::{key_slot, Conn, Verdict};
 use crate::error::{Error, Result};
 use crate::watchdog::Task;
 
 /// How long auto replica sync stops waiting after it found the primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);
+
+/// How long auto replica sync refuses grants on a primary that had replicas and lost them all,
+/// before it takes the loss for real and carries on without waiting. Losing every replica at
+/// once is what a failover looks like from the demoted primary, which keeps taking writes until
+/// the sentinels reconfigure it; that takes seconds (Sentinel's `down-after-milliseconds` plus
+/// its reconfiguration), well within this.
+pub(crate) const REPLICA_LOSS_GRACE: Duration = Duration::from_secs(15);
 
 /// Every slot: what a single server or a Sentinel-managed primary serves.
 const ALL_SLOTS: (u16, u16) = (0, 16383);
@@ -62,6 +70,37 @@ impl AbsentReplicas {
         self.slots
             .iter()
             .any(|&(lo, hi)| other.iter().any(|&(olo, ohi)| lo <= ohi && olo <= hi))
+    }
+}
+
+/// A primary found without replicas after it had some (see [`Inner::grant_decision`]).
+#[derive(Debug)]
+pub(crate) struct LostReplicas {
+    /// The slot (0 off a cluster).
+    key: u16,
+    /// The Sentinel primary's address, if any.
+    primary: Option<Arc<str>>,
+    since: Instant,
+}
+
+/// What [`Inner::grant_decision`] decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    Keep,
+    Undo,
+    /// Undo, then drop the connection to this primary.
+    UndoAndMove(Arc<str>),
+}
+
+/// How many replicas a `ROLE` reply of a primary lists; `None` if the server is no primary.
+fn role_replicas(role: &redis::Value) -> Option<usize> {
+    let redis::Value::Array(items) = role else {
+        return None;
+    };
+    let is_master = matches!(items.first(), Some(redis::Value::BulkString(r)) if r == b"master");
+    match items.get(2) {
+        Some(redis::Value::Array(replicas)) if is_master => Some(replicas.len()),
+        _ => None,
     }
 }
 
@@ -142,6 +181,7 @@ impl Inner {
             Some(_) => {
                 if connected_replicas(&self.conn, slot).await? > 0 {
                     lock_ignoring_poison(&self.replicas_absent).retain(|a| !a.covers(slot));
+                    self.replicas_seen(slot);
                     Ok(Some(sync))
                 } else {
                     self.replicas_gone(slot).await;
@@ -171,25 +211,113 @@ impl Inner {
         absent.push(AbsentReplicas::from_now(slots));
     }
 
-    /// Whether a grant on `slot` that `acked` of the `replicas` asked for acknowledged must be
-    /// undone.
+    /// What to do with a grant on `slot` that `acked` of the `replicas` asked for acknowledged.
     ///
-    /// Enough acknowledgements: no. Too few with [`ReplicaSync::Require`](crate::ReplicaSync):
-    /// yes. Too few in auto mode: yes while the primary still has a replica (it was just slow
-    /// or unreachable); a primary without any replica now cannot do better, so the grant
-    /// stands, and acquires on its slots stop waiting for replicas for [`REPLICA_RECHECK`].
-    async fn must_undo(&self, slot: u16, replicas: u32, acked: i64) -> Result<bool> {
+    /// Enough acknowledgements: keep it. Too few with [`ReplicaSync::Require`](crate::ReplicaSync):
+    /// undo it. Too few in auto mode: undo it while the primary still has a replica (it was
+    /// just slow or unreachable). A primary without any replica now is suspect: it may have
+    /// just been demoted by a failover (its only replica promoted) and still take writes that
+    /// nobody else will see. Its grants are undone while
+    /// - the sentinels (Sentinel deployments) name another primary, or too few of them answer:
+    ///   the connection is dropped too, so the next attempt goes where the sentinels point;
+    /// - the loss is younger than [`REPLICA_LOSS_GRACE`], unless this client has never seen
+    ///   that primary with a replica (a primary just promoted by a failover starts without
+    ///   one, and the sentinels vouch for it).
+    ///
+    /// After that the loss is taken for real: the grant stands, a warning is logged, and
+    /// acquires on its slots stop waiting for replicas (rechecked every [`REPLICA_RECHECK`]).
+    async fn grant_decision(&self, slot: u16, replicas: u32, acked: i64) -> Result<Decision> {
         if acked >= i64::from(replicas) {
-            return Ok(false);
+            if acked > 0 {
+                self.replicas_seen(slot);
+            }
+            return Ok(Decision::Keep);
         }
         if self.replica_sync_required {
-            return Ok(true);
+            return Ok(Decision::Undo);
         }
-        let present = connected_replicas(&self.conn, slot).await? > 0;
-        if !present {
-            self.replicas_gone(slot).await;
+        if connected_replicas(&self.conn, slot).await? > 0 {
+            self.replicas_seen(slot);
+            return Ok(Decision::Undo);
         }
-        Ok(present)
+        if let Some(primary) = self.conn.sentinel_primary() {
+            let verdict = match self.conn.sentinels() {
+                Some(sentinels) => sentinels.verdict(&primary).await,
+                None => Verdict::Unknown,
+            };
+            if verdict != Verdict::Confirmed {
+                return Ok(Decision::UndoAndMove(primary));
+            }
+        }
+        let lost_for = {
+            let key = self.loss_key(slot);
+            let mut lost = lock_ignoring_poison(&self.replicas_lost);
+            let primary = self.conn.sentinel_primary();
+            match lost.iter().find(|l| l.key == key) {
+                // A different primary than the one that had replicas: a fresh promotion.
+                Some(l) if l.primary != primary => None,
+                Some(l) => Some(l.since.elapsed()),
+                None if self.first_sight(&primary) => None,
+                None => {
+                    lost.push(LostReplicas {
+                        key,
+                        primary,
+                        since: Instant::now(),
+                    });
+                    Some(Duration::ZERO)
+                }
+            }
+        };
+        match lost_for {
+            Some(lost_for) if lost_for < REPLICA_LOSS_GRACE => Ok(Decision::Undo),
+            Some(lost_for) => {
+                tracing::warn!(
+                    slot,
+                    lost_for = ?lost_for,
+                    "latchkey: the primary lost every replica and still is the primary; \
+                     acquires on it no longer wait for replicas"
+                );
+                self.replicas_gone(slot).await;
+                Ok(Decision::Keep)
+            }
+            None => {
+                self.replicas_gone(slot).await;
+                Ok(Decision::Keep)
+            }
+        }
+    }
+
+    /// The slot a replica loss is recorded under: the slot itself on a cluster, 0 elsewhere.
+    fn loss_key(&self, slot: u16) -> u16 {
+        if self.conn.is_cluster() {
+            slot
+        } else {
+            0
+        }
+    }
+
+    /// Replicas answered on `slot`: forget a loss recorded there, and remember the primary.
+    fn replicas_seen(&self, slot: u16) {
+        let key = self.loss_key(slot);
+        {
+            let mut lost = lock_ignoring_poison(&self.replicas_lost);
+            if !lost.is_empty() {
+                lost.retain(|l| l.key != key);
+            }
+        }
+        let primary = self.conn.sentinel_primary();
+        if primary.is_some() {
+            let mut seen = lock_ignoring_poison(&self.primary_with_replicas);
+            if *seen != primary {
+                *seen = primary;
+            }
+        }
+    }
+
+    /// Whether `primary` (a Sentinel primary's address) is not the one this client last saw
+    /// with replicas: then its having none is no loss.
+    fn first_sight(&self, primary: &Option<Arc<str>>) -> bool {
+        primary.is_some() && *lock_ignoring_poison(&self.primary_with_replicas) != *primary
     }
 
     /// Runs an acquire script and returns its reply, waiting for replicas as the client's
@@ -212,29 +340,85 @@ impl Inner {
             Some(_) => call.keys.first().map_or(0, |key| key_slot(key.as_bytes())),
             None => 0,
         };
-        let Some((replicas, wait)) = self.replica_wait(slot).await? else {
-            let mut invocation = call.script.prepare_invoke();
-            for key in call.keys {
-                invocation.key(*key);
+        let (reply, decision, replicas, wait, acked) = match self.replica_wait(slot).await? {
+            Some((replicas, wait)) => {
+                let (reply, acked): (T, i64) = self
+                    .conn
+                    .script_then_wait(
+                        call.script,
+                        call.keys,
+                        call.args,
+                        (replicas, wait),
+                        call.context,
+                        call.name,
+                    )
+                    .await?;
+                // Nothing granted (held, queued, too few permits): the WAIT's answer does not
+                // matter.
+                if !granted(&reply) {
+                    return Ok(reply);
+                }
+                let decision = self.grant_decision(slot, replicas, acked).await?;
+                (reply, decision, replicas, wait, acked)
             }
-            for arg in call.args {
-                invocation.arg(arg);
+            // Auto mode on a primary found without replicas: `ROLE` rides along (no extra round
+            // trip), so that replicas that came back, or a primary that is one no more, are
+            // noticed at the first grant rather than at the next recheck.
+            None if self.replica_sync.is_some() => {
+                let (reply, role): (T, redis::Value) = self
+                    .conn
+                    .script_then(
+                        call.script,
+                        call.keys,
+                        call.args,
+                        &redis::cmd("ROLE"),
+                        Duration::ZERO,
+                        call.context,
+                        call.name,
+                    )
+                    .await?;
+                if !granted(&reply) {
+                    return Ok(reply);
+                }
+                let (replicas, wait) = self.replica_sync.unwrap_or((1, Duration::from_secs(1)));
+                let (decision, acked) = match role_replicas(&role) {
+                    Some(0) => return Ok(reply),
+                    // Replicas joined since: wait for this grant now, then as usual.
+                    Some(_) => {
+                        lock_ignoring_poison(&self.replicas_absent).retain(|a| !a.covers(slot));
+                        let acked: i64 = self
+                            .conn
+                            .query_on_slot(
+                                slot,
+                                redis::cmd("WAIT")
+                                    .arg(replicas)
+                                    .arg(wait.as_millis() as u64),
+                                call.context,
+                                call.name,
+                            )
+                            .await?;
+                        (self.grant_decision(slot, replicas, acked).await?, acked)
+                    }
+                    // Not a primary any more (or an answer we cannot read): never keep it.
+                    None => match self.conn.sentinel_primary() {
+                        Some(primary) => (Decision::UndoAndMove(primary), 0),
+                        None => (Decision::Undo, 0),
+                    },
+                };
+                (reply, decision, replicas, wait, acked)
             }
-            return self.conn.script(&invocation, call.context, call.name).await;
+            None => {
+                let mut invocation = call.script.prepare_invoke();
+                for key in call.keys {
+                    invocation.key(*key);
+                }
+                for arg in call.args {
+                    invocation.arg(arg);
+                }
+                return self.conn.script(&invocation, call.context, call.name).await;
+            }
         };
-        let (reply, acked): (T, i64) = self
-            .conn
-            .script_then_wait(
-                call.script,
-                call.keys,
-                call.args,
-                (replicas, wait),
-                call.context,
-                call.name,
-            )
-            .await?;
-        // Nothing granted (held, queued, too few permits): the WAIT's answer does not matter.
-        if !granted(&reply) || !self.must_undo(slot, replicas, acked).await? {
+        if decision == Decision::Keep {
             return Ok(reply);
         }
         // The grant is on the primary only (or on too few replicas): undo it with the release
@@ -243,7 +427,17 @@ impl Inner {
         // holds them. Nothing was recorded yet (no guard, no watchdog entry), so the release
         // script alone undoes it. If the undo itself fails, its error is returned instead: a
         // lease-bound grant then ends with its lease.
-        undo().run::<redis::Value>(&self.conn, call.name).await?;
+        let undone = undo().run::<redis::Value>(&self.conn, call.name).await;
+        if let Decision::UndoAndMove(primary) = decision {
+            // Undone on the suspect primary; from now on, ask the sentinels where to go.
+            tracing::info!(
+                primary = %primary,
+                "latchkey: the sentinels do not vouch for the primary; connecting again"
+            );
+            self.conn.forget_primary(Some(&primary));
+            (self.primary_moved)();
+        }
+        undone?;
         Err(Error::NotReplicated {
             name: call.name.to_owned(),
             timeout: wait,
@@ -278,6 +472,26 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5461->-
             ]
         );
         assert!(parse_cluster_nodes("").is_empty());
+    }
+
+    #[test]
+    fn role_replies_give_the_replica_count_of_a_primary_only() {
+        use redis::Value::{Array, BulkString, Int};
+        let bulk = |s: &str| BulkString(s.as_bytes().to_vec());
+        let replica = Array(vec![bulk("127.0.0.1"), bulk("6380"), bulk("123")]);
+        let primary = Array(vec![bulk("master"), Int(123), Array(vec![replica])]);
+        assert_eq!(role_replicas(&primary), Some(1));
+        let alone = Array(vec![bulk("master"), Int(5), Array(vec![])]);
+        assert_eq!(role_replicas(&alone), Some(0));
+        let demoted = Array(vec![
+            bulk("slave"),
+            bulk("127.0.0.1"),
+            Int(6380),
+            bulk("connected"),
+            Int(123),
+        ]);
+        assert_eq!(role_replicas(&demoted), None);
+        assert_eq!(role_replicas(&redis::Value::Nil), None);
     }
 
     #[test]

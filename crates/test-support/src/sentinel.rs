@@ -302,4 +302,61 @@ impl SentinelGroup {
             Err(problem) => panic!("no failover from {old} within {timeout:?}: {problem}"),
         }
     }
+
+    /// Asks a sentinel for a manual failover (`SENTINEL FAILOVER mymaster`) while the primary
+    /// keeps running, and waits as [`SentinelGroup::wait_for_failover`] does. Returns the old
+    /// and the new primary's addresses. The old primary takes writes until the sentinels
+    /// reconfigure it as a replica (see [`SentinelGroup::wait_demoted`]).
+    ///
+    /// # Panics
+    ///
+    /// If no sentinel accepts the request or the failover does not finish within `timeout`.
+    pub fn manual_failover(&self, timeout: Duration) -> (String, String) {
+        let old = self.current_primary_addr();
+        *self.last_primary.lock().unwrap_or_else(|e| e.into_inner()) = old.clone();
+        // A sentinel refuses while it does not see a healthy replica yet (NOGOODSLAVE) or a
+        // failover is still under way (INPROG): ask again.
+        let accepted = poll_until(timeout, Duration::from_millis(100), || {
+            let mut refusals = Vec::new();
+            for sentinel in self.sentinels.iter().filter(|s| s.is_running()) {
+                match Self::sentinel_query(sentinel, &["SENTINEL", "FAILOVER", MASTER_NAME]) {
+                    Ok(_) => return Ok(()),
+                    Err(e) => refusals.push(e),
+                }
+            }
+            Err(format!("{refusals:?}"))
+        });
+        if let Err(refusals) = accepted {
+            panic!("no sentinel accepted SENTINEL FAILOVER within {timeout:?}: {refusals}");
+        }
+        let new = self.wait_for_failover(timeout);
+        (old, new)
+    }
+
+    /// Waits until the server at `addr` is a replica of the current primary with its link up
+    /// (the sentinels reconfigure a demoted primary some seconds after a failover).
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within `timeout`.
+    pub fn wait_demoted(&self, addr: &str, timeout: Duration) {
+        let server = self
+            .servers
+            .iter()
+            .find(|s| s.addr() == addr)
+            .unwrap_or_else(|| panic!("{addr} is not in the group"));
+        let result = poll_until(timeout, Duration::from_millis(50), || {
+            let info = server.try_info("replication", QUERY_TIMEOUT)?;
+            match (
+                info.get("role").map(String::as_str),
+                info.get("master_link_status").map(String::as_str),
+            ) {
+                (Some("slave"), Some("up")) => Ok(()),
+                other => Err(format!("{addr} is {other:?}")),
+            }
+        });
+        if let Err(problem) = result {
+            panic!("{addr} was not made a replica within {timeout:?}: {problem}");
+        }
+    }
 }
