@@ -1,24 +1,41 @@
 -- Take permits from a semaphore kept in Redisson's RSemaphore layout.
 --
 -- KEYS[1]  the available permits: a string holding an integer (Redisson's RSemaphore key)
+-- KEYS[2]  latchkey's record of the semaphore's total permits (string holding an integer);
+--          absent when the semaphore was set up by a Redisson client
 -- ARGV[1]  how many permits to take (>= 1)
 --
 -- Returns {1, available_after} when the permits were taken, {0, available} when there are not
 -- enough (available is 0 when the semaphore was never set up). A key of another type, or a
 -- string that is not an integer, is an error and nothing changes.
-local t = redis.call('type', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE the semaphore key holds a ' .. t .. ', not a string')
-end
-local want = tonumber(ARGV[1])
-local available = 0
-if t == 'string' then
-    available = tonumber(redis.call('get', KEYS[1]))
-    if available == nil then
-        return redis.error_reply('WRONGTYPE the semaphore key holds a string that is not a count')
+--
+-- More permits available than the record says means a Redisson client added some (it never
+-- updates the record): the record is raised to the available count, so that releasing the
+-- permits taken here later is not mistaken for an over-release.
+local function count(key, what)
+    local t = redis.call('type', key)['ok']
+    if t == 'none' then
+        return nil
     end
+    if t ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
+    end
+    local n = tonumber(redis.call('get', key))
+    if n == nil then
+        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
+    end
+    return n
 end
+local available = count(KEYS[1], 'the semaphore key')
+if type(available) == 'table' then return available end
+local total = count(KEYS[2], 'the semaphore total')
+if type(total) == 'table' then return total end
+available = available or 0
+local want = tonumber(ARGV[1])
 if available >= want then
+    if total ~= nil and available > total then
+        redis.call('set', KEYS[2], available)
+    end
     return {1, redis.call('decrby', KEYS[1], want)}
 end
 return {0, available}

@@ -11,7 +11,8 @@
 -- The available count moves by the delta and may go below zero when permits are out (acquirers
 -- then wait until enough are released). The total moves by the delta too; a semaphore that does
 -- not exist yet starts with total = delta. For a Redisson-made semaphore (no total record) only
--- the available count exists and moves.
+-- the available count exists and moves. A record below the available count (a Redisson client
+-- added permits; it never updates the record) is first raised to that count.
 --
 -- Returns {1, available_after} (published, as Redisson does), {-1, total} when the total would
 -- go below zero, {-2, total} when it would exceed ARGV[2]; nothing changes in those cases.
@@ -37,6 +38,9 @@ local available = count(KEYS[1], 'the semaphore key')
 if type(available) == 'table' then return available end
 local total = count(KEYS[2], 'the semaphore total')
 if type(total) == 'table' then return total end
+if total ~= nil and available ~= nil and available > total then
+    total = available
+end
 local delta = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local new_total = nil

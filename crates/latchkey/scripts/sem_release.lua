@@ -6,14 +6,27 @@
 -- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
 -- ARGV[1]  how many permits to give back (>= 1)
 -- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+-- ARGV[3]  "held": permits a guard holds (taken by an acquire, not yet given back), released
+--          whatever the counts say; "check": permits released without a guard, refused when
+--          they would leave more available than the record of the total
 --
 -- Returns {1, available_after} when released; the new available count is published, as
 -- Redisson does (waiters wake up to that many of their own). Returns {0, total} and changes
--- nothing when the release would leave more permits available than the total (over-release).
--- Without a total record (a Redisson-made semaphore) every release is accepted.
+-- nothing when a "check" release would leave more permits available than the total
+-- (over-release). Without a total record (a Redisson-made semaphore) every release is accepted.
+--
+-- Redisson clients change the count without updating the record (addPermits, release,
+-- trySetPermits after a delete, setPermits), so the record can be lower than the real total.
+-- A "held" release is never refused for that: those permits were taken out of the count, so
+-- giving them back is always right. When the count ends above the record, the record is raised
+-- to it: the semaphore evidently has at least that many permits.
 local publish = ARGV[2]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+local mode = ARGV[3]
+if mode ~= 'held' and mode ~= 'check' then
+    return redis.error_reply('ERR the release mode must be held or check')
 end
 local function count(key, what)
     local t = redis.call('type', key)['ok']
@@ -34,9 +47,12 @@ if type(available) == 'table' then return available end
 local total = count(KEYS[2], 'the semaphore total')
 if type(total) == 'table' then return total end
 local n = tonumber(ARGV[1])
-if total ~= nil and (available or 0) + n > total then
+if mode == 'check' and total ~= nil and (available or 0) + n > total then
     return {0, total}
 end
 local value = redis.call('incrby', KEYS[1], n)
+if total ~= nil and value > total then
+    redis.call('set', KEYS[2], value)
+end
 redis.call(publish, KEYS[3], value)
 return {1, value}

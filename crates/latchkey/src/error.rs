@@ -163,8 +163,9 @@ pub enum Error {
         permit: String,
     },
 
-    /// More permits released than the semaphore was set up with; nothing changed.
-    #[error("semaphore `{name}`: releasing {released} permits would exceed its {total} permits")]
+    /// More permits released without a guard than the semaphore was set up with, as latchkey
+    /// recorded it; nothing changed. A guard's release is never refused.
+    #[error("semaphore `{name}`: releasing {released} permits would exceed its {total} permits; if a Redisson client added permits, give these back with `add_permits`")]
     OverRelease {
         /// The semaphore's name.
         name: String,

@@ -553,6 +553,7 @@ impl FairLock {
             ],
             context: "leaving a fair lock's queue",
             release: None,
+            lost: None,
         }
     }
 
@@ -570,6 +571,7 @@ impl FairLock {
             ],
             context: "releasing a fair lock",
             release: None,
+            lost: None,
         }
     }
 

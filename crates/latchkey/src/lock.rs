@@ -450,6 +450,7 @@ impl Lock {
             ],
             context: "leaving a lock's wait queue",
             release: None,
+            lost: None,
         }
     }
 
@@ -474,6 +475,7 @@ impl Lock {
             ],
             context: "releasing a lock",
             release: None,
+            lost: None,
         }
     }
 

@@ -621,6 +621,7 @@ impl PermitSemaphore {
                 .collect(),
             context: "releasing semaphore permits",
             release: None,
+            lost: None,
         }
     }
 

@@ -801,6 +801,7 @@ impl RedLock {
             ],
             context: "releasing a redlock",
             release: None,
+            lost: None,
         }
     }
 }

@@ -77,7 +77,8 @@ pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
 /// Made by [`Client::semaphore`]. The available permits are a Redis string at key `name`;
 /// waiters listen on `redisson_sc:{name}`, where every release publishes the new available count,
 /// so Redisson (Java) clients and latchkey clients can share a semaphore. latchkey also records
-/// the semaphore's total permits at `latchkey_semaphore_total:{name}` to detect over-release.
+/// the semaphore's total permits at `latchkey_semaphore_total:{name}` to detect over-release by
+/// [`Semaphore::release`].
 ///
 /// Permits are not owned: [`Semaphore::acquire`] hands out a [`Permits`] guard that gives them
 /// back when released or dropped, but [`Permits::forget`] keeps them taken, and
@@ -87,10 +88,26 @@ pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
 ///
 /// # Over-release
 ///
-/// A release that would leave more permits available than the semaphore's total fails with
-/// [`Error::OverRelease`] and changes nothing. The total is set by
-/// [`Semaphore::try_set_permits`] and moved by [`Semaphore::add_permits`]. A semaphore set up by a
-/// Redisson client has no total record, so every release is accepted there, as in Redisson.
+/// Permits a [`Permits`] guard holds are always given back, by [`Permits::release`] or by
+/// dropping the guard: they were taken out of the count, so that release is never refused.
+///
+/// [`Semaphore::release`] (permits given back without a guard) fails with
+/// [`Error::OverRelease`] and changes nothing when more permits would be available than the
+/// semaphore's total. The total is set by [`Semaphore::try_set_permits`] and moved by
+/// [`Semaphore::add_permits`]. A semaphore set up by a Redisson client has no total record, so
+/// every release is accepted there, as in Redisson.
+///
+/// # Mixed with Redisson
+///
+/// Redisson clients change the available count directly (`addPermits`, `release`,
+/// `trySetPermits` after a delete, `setPermits`, `drainPermits`) and never update latchkey's
+/// total record. latchkey does not lose permits over it: a guard's release lands whatever the
+/// count is, and when latchkey sees more permits available than its record (on an acquire, a
+/// guard's release or [`Semaphore::add_permits`]) it raises the record to that count. The record
+/// is then a lower bound of the real total, so [`Semaphore::release`] (no guard) may still be
+/// refused after a Redisson client added permits that latchkey has not seen yet: the error says
+/// so and nothing changes; [`Semaphore::add_permits`] adds the permits whatever the record says
+/// (and adds them to the record too).
 ///
 /// # Examples
 ///
@@ -155,6 +172,17 @@ impl Client {
             }),
         }
     }
+}
+
+/// How a release is checked against latchkey's record of the semaphore's total.
+#[derive(Clone, Copy)]
+enum Release {
+    /// Permits a guard holds: they were taken out of the count, so giving them back is always
+    /// right, whatever Redisson clients did to the count meanwhile. Never refused.
+    Held,
+    /// Permits given back without a guard ([`Semaphore::release`]): refused when more would be
+    /// available than the record of the total.
+    Checked,
 }
 
 enum Attempt {
@@ -224,7 +252,8 @@ impl Semaphore {
     ///
     /// Taking permits away while they are held may leave the available count below zero;
     /// acquirers then wait until enough are released. A semaphore that does not exist yet is
-    /// created with `delta` permits.
+    /// created with `delta` permits. A total record below the available count (a Redisson client
+    /// added permits) is first raised to that count.
     ///
     /// # Cancel safety
     ///
@@ -396,7 +425,9 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::OverRelease`] (nothing changed) if more permits would be available than the
-    /// semaphore's total; [`Error::InvalidArgument`] for `n` of 0 or above [`MAX_PERMITS`];
+    /// semaphore's total as latchkey recorded it (see [Mixed with
+    /// Redisson](Semaphore#mixed-with-redisson)); [`Error::InvalidArgument`] for `n` of 0 or above
+    /// [`MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
@@ -412,7 +443,7 @@ impl Semaphore {
         check_name(&self.inner.name)?;
         check_permits(n)?;
         let reply: Vec<i64> = self
-            .release_task(n)
+            .release_task(n, Release::Checked)
             .run_detached(&self.inner.client.inner.conn, &self.inner.name)
             .await?;
         match reply.as_slice() {
@@ -429,7 +460,22 @@ impl Semaphore {
         }
     }
 
-    fn release_task(&self, n: u32) -> Task {
+    /// Gives back the `n` permits a guard holds: never refused (see [`Release::Held`]).
+    async fn release_held(&self, n: u32) -> Result<()> {
+        let reply: Vec<i64> = self
+            .release_task(n, Release::Held)
+            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
+            .await?;
+        match reply.as_slice() {
+            [1, _] => Ok(()),
+            other => Err(unexpected(
+                "unexpected reply from the semaphore script",
+                other,
+            )),
+        }
+    }
+
+    fn release_task(&self, n: u32, kind: Release) -> Task {
         let inner = &self.inner;
         Task {
             script: &SEM_RELEASE,
@@ -441,9 +487,18 @@ impl Semaphore {
             args: vec![
                 n.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                match kind {
+                    Release::Held => "held",
+                    Release::Checked => "check",
+                }
+                .to_owned(),
             ],
             context: "releasing semaphore permits",
             release: None,
+            lost: Some(format!(
+                "{n} permits of semaphore `{}` stay taken; give them back with Semaphore::release",
+                inner.name
+            )),
         }
     }
 
@@ -510,21 +565,20 @@ impl Semaphore {
         // With replica sync, permits taken that too few replicas acknowledged are given back
         // (the release script adds the `n` permits just taken to the available count again and
         // wakes waiters), and the attempt fails with NotReplicated. The `n` permits were just
-        // taken out of the count, so giving them back is no over-release (unless the semaphore
-        // was reset meanwhile, and then the release script refuses it, changing nothing).
+        // taken out of the count, so they are given back as held permits: never refused.
         let reply: Vec<i64> = inner
             .client
             .inner
             .acquire_script(
                 AcquireCall {
                     script: &SEM_ACQUIRE,
-                    keys: &[&*inner.key],
+                    keys: &[&*inner.key, &*inner.total_key],
                     args: &[n.to_string()],
                     context: "acquiring semaphore permits",
                     name: &inner.name,
                 },
                 |reply: &Vec<i64>| reply.first() == Some(&1),
-                || self.release_task(n),
+                || self.release_task(n, Release::Held),
             )
             .await?;
         match reply.as_slice() {
@@ -549,7 +603,10 @@ impl Semaphore {
 /// taken.
 ///
 /// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
-/// release is handed to the client's background task.
+/// release is handed to the client's background task. The release of a guard is never refused
+/// for the count (whatever Redisson clients did to it); if it fails all the same (Redis
+/// unreachable, the key overwritten with something else), a dropped guard's release logs a
+/// `tracing` warning naming the semaphore and the permits left taken.
 #[must_use = "dropping the guard gives the permits back at once"]
 pub struct Permits {
     semaphore: Semaphore,
@@ -586,6 +643,10 @@ impl Permits {
 
     /// Gives the permits back now and waits for Redis to confirm it.
     ///
+    /// The permits are added to the available count whatever it is now (a Redisson client may
+    /// have added, set or drained permits meanwhile): a guard's release is never refused as an
+    /// over-release.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before it completes still gives the permits back: the release runs
@@ -593,8 +654,9 @@ impl Permits {
     ///
     /// # Errors
     ///
-    /// [`Error::OverRelease`] if the semaphore's total was lowered to less than what would be
-    /// available (nothing changed then); connection errors (the permits stay taken).
+    /// [`Error::WrongType`] if the key was overwritten with something that is not a count;
+    /// connection errors. The permits stay taken then; give them back with
+    /// [`Semaphore::release`].
     ///
     /// # Examples
     ///
@@ -607,7 +669,7 @@ impl Permits {
     /// ```
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        self.semaphore.release(self.n).await
+        self.semaphore.release_held(self.n).await
     }
 }
 
@@ -617,6 +679,15 @@ impl Drop for Permits {
             return;
         }
         let client = &self.semaphore.inner.client.inner;
-        let _ = client.background.send(self.semaphore.release_task(self.n));
+        let task = self.semaphore.release_task(self.n, Release::Held);
+        if client.background.send(task).is_err() {
+            // Only when the runtime is going away: the guard keeps the client alive.
+            tracing::warn!(
+                semaphore = %self.semaphore.inner.name,
+                permits = self.n,
+                "latchkey could not hand a dropped guard's release to the background task; \
+                 its permits stay taken; give them back with Semaphore::release"
+            );
+        }
     }
 }

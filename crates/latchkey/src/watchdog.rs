@@ -386,6 +386,9 @@ pub(crate) struct Task {
     /// For a release: the mark that keeps the owner's next acquire from taking the hold being
     /// released for a stranded one, until this task has run.
     pub(crate) release: Option<ReleaseMark>,
+    /// What a failure leaves behind, for the warning when the task fails in the background;
+    /// `None` for a hold that expires with its lease anyway.
+    pub(crate) lost: Option<String>,
 }
 
 impl Task {
@@ -568,6 +571,13 @@ async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: 
 async fn run_task(conn: Conn, task: Task) {
     let name = task.keys.first().map_or("", |k| &**k);
     if let Err(e) = task.run::<redis::Value>(&conn, name).await {
-        tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
+        match &task.lost {
+            Some(lost) => {
+                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
+            }
+            None => {
+                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
+            }
+        }
     }
 }

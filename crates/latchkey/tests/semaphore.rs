@@ -395,6 +395,314 @@ async fn releases_are_published_in_redissons_format() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Semaphore shared with Redisson clients (issue 12)
+// ---------------------------------------------------------------------------------------------
+
+/// A Redisson (Java) client's RSemaphore operations, played with raw commands: each is one
+/// script on the count at the semaphore's name, publishing on `redisson_sc:{name}` where
+/// Redisson does. None of them knows latchkey's total record.
+mod redisson {
+    use redis::aio::MultiplexedConnection;
+
+    async fn eval<T: redis::FromRedisValue>(
+        conn: &mut MultiplexedConnection,
+        body: &str,
+        name: &str,
+        n: i64,
+    ) -> T {
+        redis::cmd("EVAL")
+            .arg(body)
+            .arg(2)
+            .arg(name)
+            .arg(format!("redisson_sc:{{{name}}}"))
+            .arg(n)
+            .query_async(conn)
+            .await
+            .unwrap()
+    }
+
+    /// `addPermits(n)`: the count (0 if absent) plus `n`, published.
+    pub async fn add_permits(conn: &mut MultiplexedConnection, name: &str, n: i64) {
+        let () = eval(
+            conn,
+            "local now = tonumber(redis.call('get', KEYS[1]) or '0') + tonumber(ARGV[1]) \
+             redis.call('set', KEYS[1], now) redis.call('publish', KEYS[2], now)",
+            name,
+            n,
+        )
+        .await;
+    }
+
+    /// `release(n)`: INCRBY, the new count published; no check of any kind.
+    pub async fn release(conn: &mut MultiplexedConnection, name: &str, n: i64) {
+        let () = eval(
+            conn,
+            "redis.call('publish', KEYS[2], redis.call('incrby', KEYS[1], ARGV[1]))",
+            name,
+            n,
+        )
+        .await;
+    }
+
+    /// `trySetPermits(n)`: sets the count only if the key is absent; whether it did.
+    pub async fn try_set_permits(conn: &mut MultiplexedConnection, name: &str, n: i64) -> bool {
+        eval(
+            conn,
+            "if redis.call('exists', KEYS[1]) == 1 then return 0 end \
+             redis.call('set', KEYS[1], ARGV[1]) redis.call('publish', KEYS[2], ARGV[1]) return 1",
+            name,
+            n,
+        )
+        .await
+    }
+
+    /// `setPermits(n)`: the count becomes `n` (an RSemaphore does not know who holds what),
+    /// published.
+    pub async fn set_permits(conn: &mut MultiplexedConnection, name: &str, n: i64) {
+        let () = eval(
+            conn,
+            "redis.call('set', KEYS[1], ARGV[1]) redis.call('publish', KEYS[2], ARGV[1])",
+            name,
+            n,
+        )
+        .await;
+    }
+
+    /// `drainPermits()`: takes every available permit (the count becomes 0); how many.
+    pub async fn drain_permits(conn: &mut MultiplexedConnection, name: &str) -> i64 {
+        eval(
+            conn,
+            "local had = redis.call('get', KEYS[1]) if not had then return 0 end \
+             redis.call('set', KEYS[1], 0) return tonumber(had)",
+            name,
+            0,
+        )
+        .await
+    }
+}
+
+/// Waits until the semaphore has `want` permits available (a dropped guard's release runs in
+/// the background); panics with the count it saw otherwise.
+async fn settles_at(semaphore: &latchkey::Semaphore, want: i64) {
+    let ok = eventually(Duration::from_secs(10), || {
+        let semaphore = semaphore.clone();
+        async move { semaphore.available().await.unwrap() == want }
+    })
+    .await;
+    assert!(
+        ok,
+        "expected {want} available, found {}",
+        semaphore.available().await.unwrap()
+    );
+}
+
+#[tokio::test]
+async fn redisson_add_permits_then_latchkey_acquires_and_releases_all_of_them() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("issue12");
+    assert!(semaphore.try_set_permits(2).await.unwrap());
+    redisson::add_permits(&mut conn, "issue12", 1).await;
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(semaphore.acquire(1).await.unwrap());
+    }
+    assert_eq!(semaphore.available().await.unwrap(), 0);
+    for permits in held {
+        permits.release().await.unwrap();
+    }
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+
+    // Once more with dropped guards: the background releases land too.
+    redisson::add_permits(&mut conn, "issue12", 1).await;
+    let all = semaphore.acquire(4).await.unwrap();
+    let one = semaphore.try_acquire(1, Duration::ZERO).await.unwrap();
+    assert!(one.is_none(), "all four are out");
+    drop(all);
+    settles_at(&semaphore, 4).await;
+}
+
+#[tokio::test]
+async fn redisson_release_does_not_make_latchkey_lose_a_permit() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("rel");
+    semaphore.try_set_permits(2).await.unwrap();
+    let kept = semaphore.acquire(1).await.unwrap();
+    let dropped = semaphore.acquire(1).await.unwrap();
+    // A Java client gives back a permit it never took (RSemaphore allows it).
+    redisson::release(&mut conn, "rel", 1).await;
+    assert_eq!(semaphore.available().await.unwrap(), 1);
+    kept.release().await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 2);
+    drop(dropped);
+    settles_at(&semaphore, 3).await;
+    // The three are real permits now: latchkey can hold all of them at once.
+    let three = semaphore.try_acquire(3, Duration::ZERO).await.unwrap();
+    three.expect("three permits").release().await.unwrap();
+}
+
+#[tokio::test]
+async fn redisson_try_set_permits_after_a_delete_does_not_make_latchkey_lose_a_permit() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("reset");
+    semaphore.try_set_permits(2).await.unwrap();
+    let kept = semaphore.acquire(1).await.unwrap();
+    let dropped = semaphore.acquire(1).await.unwrap();
+    assert!(
+        !redisson::try_set_permits(&mut conn, "reset", 5).await,
+        "set up already"
+    );
+    // A Java client deletes the semaphore (RSemaphore.delete) and sets it up again with 3.
+    let _: () = conn.del("reset").await.unwrap();
+    assert!(redisson::try_set_permits(&mut conn, "reset", 3).await);
+    kept.release().await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 4);
+    drop(dropped);
+    settles_at(&semaphore, 5).await;
+}
+
+#[tokio::test]
+async fn redisson_set_permits_does_not_make_latchkey_lose_a_permit() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("set");
+    semaphore.try_set_permits(2).await.unwrap();
+    let kept = semaphore.acquire(1).await.unwrap();
+    let dropped = semaphore.acquire(1).await.unwrap();
+    // With both permits out, a Java client sets the count to 4.
+    redisson::set_permits(&mut conn, "set", 4).await;
+    kept.release().await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 5);
+    drop(dropped);
+    settles_at(&semaphore, 6).await;
+}
+
+#[tokio::test]
+async fn redisson_drain_permits_does_not_make_latchkey_lose_a_permit() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("drain");
+    semaphore.try_set_permits(4).await.unwrap();
+    let kept = semaphore.acquire(1).await.unwrap();
+    let dropped = semaphore.acquire(1).await.unwrap();
+    assert_eq!(redisson::drain_permits(&mut conn, "drain").await, 2);
+    assert_eq!(semaphore.available().await.unwrap(), 0);
+    kept.release().await.unwrap();
+    drop(dropped);
+    settles_at(&semaphore, 2).await;
+    // The Java client gives back the two it drained: all four are there again.
+    redisson::release(&mut conn, "drain", 2).await;
+    assert_eq!(semaphore.available().await.unwrap(), 4);
+    // A second drain while latchkey holds everything takes nothing; the guard still lands.
+    let all = semaphore.acquire(4).await.unwrap();
+    assert_eq!(redisson::drain_permits(&mut conn, "drain").await, 0);
+    drop(all);
+    settles_at(&semaphore, 4).await;
+}
+
+#[tokio::test]
+async fn a_release_without_a_guard_is_checked_against_the_total_latchkey_has_seen() {
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("seen");
+    semaphore.try_set_permits(2).await.unwrap();
+    // latchkey takes the permit a Java client added, so its record grows to 3 …
+    redisson::add_permits(&mut conn, "seen", 1).await;
+    let n = semaphore.acquire(3).await.unwrap().forget();
+    semaphore.release(n).await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 3);
+    // … and a fourth is still an over-release.
+    assert!(matches!(
+        semaphore.release(1).await.unwrap_err(),
+        Error::OverRelease { total: 3, .. }
+    ));
+
+    // A permit added while every permit is out is one latchkey has not seen: releasing
+    // forgotten permits past the record is refused and changes nothing, and the error says
+    // what to do; add_permits gives them back.
+    let n = semaphore.acquire(3).await.unwrap().forget();
+    redisson::add_permits(&mut conn, "seen", 1).await;
+    let err = semaphore.release(n).await.unwrap_err();
+    assert!(matches!(err, Error::OverRelease { total: 3, .. }), "{err}");
+    assert!(err.to_string().contains("add_permits"), "{err}");
+    assert_eq!(semaphore.available().await.unwrap(), 1);
+    semaphore.add_permits(3).await.unwrap();
+    assert_eq!(semaphore.available().await.unwrap(), 4);
+}
+
+/// Collects the `warn` events of the thread it is set on, as text.
+#[derive(Clone, Default)]
+struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{}={value:?} ", field.name());
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = String::new();
+        event.record(&mut Fields(&mut line));
+        self.0.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+// Current-thread runtime: the background task runs on this thread, where the subscriber is set.
+#[tokio::test]
+async fn a_failed_background_release_is_a_warning_naming_the_semaphore_and_permits() {
+    let warnings = Warnings::default();
+    let _log = tracing::subscriber::set_default(warnings.clone());
+    let server = RedisServer::spawn();
+    let client = client(&server.url()).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("spoilt");
+    semaphore.try_set_permits(5).await.unwrap();
+    let dropped = semaphore.acquire(2).await.unwrap();
+    let kept = semaphore.acquire(1).await.unwrap();
+    // Somebody overwrites the count with something that is not one: releases cannot land.
+    let _: () = conn.set("spoilt", "not a count").await.unwrap();
+    assert!(kept.release().await.unwrap_err().is_wrong_type());
+    drop(dropped);
+    let found = eventually(Duration::from_secs(10), || {
+        let warnings = warnings.clone();
+        async move {
+            warnings.0.lock().unwrap().iter().any(|w| {
+                w.contains("2 permits of semaphore `spoilt` stay taken")
+                    && w.contains("holds data of another type")
+            })
+        }
+    })
+    .await;
+    assert!(found, "warnings: {:?}", warnings.0.lock().unwrap());
+    let v: String = conn.get("spoilt").await.unwrap();
+    assert_eq!(v, "not a count", "the failed release changed nothing");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Permit-expirable semaphore
 // ---------------------------------------------------------------------------------------------
 

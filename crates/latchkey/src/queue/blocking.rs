@@ -776,6 +776,7 @@ impl<T> Delivery<T> {
             ],
             context: "releasing a queue delivery",
             release: None,
+            lost: None,
         }
     }
 

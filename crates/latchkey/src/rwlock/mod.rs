@@ -547,6 +547,7 @@ impl RwLock {
             ],
             context: "leaving a read-write lock's pending writers",
             release: None,
+            lost: None,
         }
     }
 
@@ -569,6 +570,7 @@ impl RwLock {
             ],
             context: "releasing a read lock",
             release: None,
+            lost: None,
         }
     }
 
@@ -590,6 +592,7 @@ impl RwLock {
             ],
             context: "releasing a write lock",
             release: None,
+            lost: None,
         }
     }
 }
