@@ -97,6 +97,11 @@ end
 -- Takes the owner's link out of the chain: the deadline of every entry behind it goes down by
 -- W, as Redisson does when a waiter is served or gives up.
 local function leave_queue()
+    if not redis.call('zscore', KEYS[4], owner) then
+        -- Not queued (the usual re-entry), or a list entry without a deadline: no link to take.
+        redis.call('lrem', KEYS[3], 0, owner)
+        return
+    end
     local behind = false
     for _, id in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
         if behind then

@@ -77,6 +77,9 @@ pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
 ///   that vanished without a word (process killed, future leaked) therefore blocks the queue
 ///   for about one thread wait time once its turn has come (plus the lease the lock had left
 ///   when it queued), even if nobody holds the lock: the other waiters' own polls purge it.
+///   Several vanished waiters in a row take one thread wait time each, as in Redisson: each
+///   one's deadline is chained W past the one ahead (measured: two waiters killed at once with
+///   W = 2 s and a 1 s lease held the queue up for about 5 s).
 /// * A waiter that gives up (its wait ran out, its future was dropped, an error) removes its
 ///   entry at once through the client's background task, and wakes the next waiter if it was
 ///   first. An acquire script still in flight when the caller went away is followed by the
