@@ -9,7 +9,8 @@
 --          "<prefix>:<owner id>"
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id (the hash field)
--- ARGV[3]  waiter timeout in ms: a queued entry not refreshed for this long is stale
+-- ARGV[3]  the thread wait time W in ms (Redisson's threadWaitTime): the deadline of a queued
+--          entry is W past the one ahead of it (see below)
 -- ARGV[4]  how long the caller parks before its next attempt at most, in ms; 0 = it will not
 --          wait (do not queue it)
 -- ARGV[5]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
@@ -26,12 +27,26 @@
 --
 -- The lock is granted only when it is free and the queue is empty or headed by the caller, so
 -- waiters get it in arrival order. Every call first drops stale entries (deadline passed by the
--- server clock), so a waiter that vanished without leaving blocks the queue for at most the
--- waiter timeout. Key types are checked before the first write; a wrong type is an error and
+-- server clock). Key types are checked before the first write; a wrong type is an error and
 -- nothing changes.
+--
+-- Deadlines follow Redisson's chain, so that Redisson (Java) waiters can share the queue:
+-- * a new entry's deadline is the tail's deadline + W (the lock's expiry + W when the queue is
+--   empty): it may take the lock up to W after the waiter ahead of it could at the latest;
+-- * whoever is served (or leaves) takes its link out of the chain: the deadline of every entry
+--   behind it goes down by W. Redisson's scripts do the same, so the chain stays W apart;
+-- * a latchkey waiter also keeps its own deadline at least at now + the lock's remaining lease +
+--   (its place + 1) x W, refreshed at every attempt: what the chain would give it if everyone
+--   ahead had queued just now. It only ever raises its own deadline, and then raises the
+--   entries behind it as far as needed to keep them W apart, so the chain stays intact; a live
+--   latchkey waiter never goes stale however long the holders keep the lock, and a vanished
+--   one is dropped about W (+ the lease the lock had left) after its turn came.
 local publish = ARGV[6]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
+    return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
@@ -50,6 +65,7 @@ err = check(KEYS[4], 'zset', 'the waiter deadlines')
 if type(err) == 'table' then return err end
 
 local owner = ARGV[2]
+local wait = tonumber(ARGV[3])
 local now = redis.call('time')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 
@@ -78,9 +94,31 @@ local function purge()
     return changed
 end
 
+-- Takes the owner's link out of the chain: the deadline of every entry behind it goes down by
+-- W, as Redisson does when a waiter is served or gives up.
 local function leave_queue()
+    if not redis.call('zscore', KEYS[4], owner) then
+        -- Not queued (the usual re-entry), or a list entry without a deadline: no link to take.
+        redis.call('lrem', KEYS[3], 0, owner)
+        return
+    end
+    local behind = false
+    for _, id in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
+        if behind then
+            if redis.call('zscore', KEYS[4], id) then
+                redis.call('zincrby', KEYS[4], -wait, id)
+            end
+        elseif id == owner then
+            behind = true
+        end
+    end
     redis.call('zrem', KEYS[4], owner)
     redis.call('lrem', KEYS[3], 0, owner)
+end
+
+-- The lock's remaining lease in ms (0 when it is free or never expires).
+local function lease_left()
+    return math.max(redis.call('pttl', KEYS[1]), 0)
 end
 
 local head_changed = purge()
@@ -118,31 +156,47 @@ if lock_type == 'none' and head_changed then
 end
 
 local queued = 0
-local timeout = tonumber(ARGV[3])
 if tonumber(ARGV[4]) > 0 then
-    if redis.call('zadd', KEYS[4], now_ms + timeout, owner) == 1 then
-        redis.call('lrem', KEYS[3], 0, owner)
-        redis.call('rpush', KEYS[3], owner)
-    else
-        -- Already queued: the deadline moved on. Make sure the list has it too (LPOS needs
-        -- Redis 6.0.6; older servers get a scan).
-        local pos = redis.pcall('lpos', KEYS[3], owner)
-        if type(pos) == 'table' and pos['err'] then
-            pos = false
-            for _, id in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
-                if id == owner then
-                    pos = true
-                    break
-                end
-            end
-        end
-        if not pos then
-            redis.call('rpush', KEYS[3], owner)
+    local ids = redis.call('lrange', KEYS[3], 0, -1)
+    local place
+    for i, id in ipairs(ids) do
+        if id == owner then
+            place = i - 1
+            break
         end
     end
+    local deadline = tonumber(redis.call('zscore', KEYS[4], owner))
+    if not place then
+        -- Joins at the back, chained from the tail as Redisson chains its own waiters.
+        local tail = ids[#ids]
+        local tail_deadline = tail and tonumber(redis.call('zscore', KEYS[4], tail))
+        local chained = (tail_deadline or now_ms + lease_left()) + wait
+        deadline = math.max(deadline or chained, chained)
+        place = #ids
+        redis.call('rpush', KEYS[3], owner)
+    end
+    -- Never lower than what the chain would give this place now (see the top).
+    local floor = now_ms + lease_left() + (place + 1) * wait
+    if not deadline or deadline < floor then
+        deadline = floor
+    end
+    redis.call('zadd', KEYS[4], deadline, owner)
+    -- A raised deadline must not catch up with the entries behind: they stay W apart.
+    local prev = deadline
+    for i = place + 2, #ids do
+        local d = tonumber(redis.call('zscore', KEYS[4], ids[i]))
+        if not d then
+            break
+        end
+        if d >= prev + wait then
+            break
+        end
+        prev = prev + wait
+        redis.call('zadd', KEYS[4], prev, ids[i])
+    end
     for i = 3, 4 do
-        if redis.call('pttl', KEYS[i]) < timeout then
-            redis.call('pexpire', KEYS[i], timeout)
+        if redis.call('pttl', KEYS[i]) < wait then
+            redis.call('pexpire', KEYS[i], wait)
         end
     end
     queued = 1

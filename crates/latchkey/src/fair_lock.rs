@@ -29,21 +29,25 @@ static FAIR_LEAVE: LazyLock<Script> =
 static FAIR_FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fair_force_unlock.lua")));
 
-/// How long a queued waiter's place is kept without a sign of life, unless set with
-/// [`FairLock::waiter_timeout`]: 30 seconds, the same as the default watchdog lease, so that a
-/// killed process holds up the lock for at most about as long whether it held the lock or
+/// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
+/// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
+/// so that a killed process holds up the lock for about as long whether it held the lock or
 /// waited for it.
 ///
-/// Redisson's default `threadWaitTime` is 5 minutes because its waiters never refresh their
-/// place while they wait; latchkey's do, at least every 2 seconds, so a much shorter timeout
-/// costs a live waiter nothing: it loses its place only if it cannot reach Redis for the whole
-/// timeout (it then queues again at the back). A killed waiter, though, blocks every waiter
-/// behind it until its place goes stale, which with 5 minutes would stall the lock for minutes
-/// after every crash of a waiting process.
+/// **Redisson's default is 5 minutes.** Java and Rust waiters can share one queue only if both
+/// sides use the same value: set `thread_wait_time(Duration::from_secs(300))` on the latchkey
+/// side (or build the Java `RedissonFairLock` with 30 000 ms). See [`FairLock`], "Mixing with
+/// Redisson".
+///
+/// Redisson needs 5 minutes because its waiters never refresh their place while they wait;
+/// latchkey's do, at least every 2 seconds, so a much shorter value costs a live waiter
+/// nothing. A killed waiter, though, blocks every waiter behind it until its place goes stale,
+/// about one thread wait time after its turn came, which with 5 minutes would stall the lock for
+/// minutes after every crash of a waiting process.
 pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The shortest waiter timeout accepted (300 ms): live waiters refresh their place every third
-/// of it.
+/// The shortest thread wait time (waiter timeout) accepted (300 ms): live waiters refresh their
+/// place every third of it.
 pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// The longest a waiter sleeps between attempts (less with a short waiter timeout).
@@ -64,25 +68,45 @@ pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
 ///
 /// # Why the queue cannot get stuck
 ///
-/// * A waiter refreshes its entry's deadline (Redis server time + the waiter timeout) with every
-///   attempt, and it attempts at least every third of the waiter timeout; so a live waiter's
+/// * A waiter refreshes its entry's deadline with every attempt (to at least the Redis server
+///   time + the lock's remaining lease + one thread wait time per place up to its own, see
+///   below), and it attempts at least every third of the thread wait time; so a live waiter's
 ///   entry never goes stale, however long it waits.
 /// * Every script that reads the queue (acquire, release, leave, force-unlock) first drops
 ///   stale entries by the server clock, and wakes the new head if the lock is free. A waiter
 ///   that vanished without a word (process killed, future leaked) therefore blocks the queue
-///   for at most the waiter timeout after its last attempt, even if nobody holds the lock: the
-///   other waiters' own polls purge it.
+///   for about one thread wait time once its turn has come (plus the lease the lock had left
+///   when it queued), even if nobody holds the lock: the other waiters' own polls purge it.
+///   Several vanished waiters in a row take one thread wait time each, as in Redisson: each
+///   one's deadline is chained W past the one ahead (measured: two waiters killed at once with
+///   W = 2 s and a 1 s lease held the queue up for about 5 s).
 /// * A waiter that gives up (its wait ran out, its future was dropped, an error) removes its
 ///   entry at once through the client's background task, and wakes the next waiter if it was
 ///   first. An acquire script still in flight when the caller went away is followed by the
 ///   same clean-up (or by a release, if it granted the lock).
 /// * A lost wake-up message costs at most one poll: waiters never park longer than two seconds
-///   (or a third of the waiter timeout), nor longer than the holder's lease.
+///   (or a third of the thread wait time), nor longer than the holder's lease.
 ///
-/// Redisson (Java) waiters can share the queue: they use the same keys and channel, and their
-/// entries' deadlines are honoured. A Redisson client that takes the lock lowers every queued
-/// deadline by its own wait time, so in a mixed queue a latchkey waiter can be dropped early; it
-/// re-queues at the back on its next attempt (fairness is then approximate, nothing gets stuck).
+/// # Mixing with Redisson
+///
+/// Redisson (Java) `RFairLock` waiters can share the queue: they use the same keys and channel,
+/// and latchkey keeps the deadline chain their scripts rely on. In Redisson a waiter's deadline
+/// is the deadline of the waiter ahead of it + `threadWaitTime` (W), and whoever is served or
+/// gives up lowers every deadline behind it by W; a Redisson waiter never refreshes its own, and
+/// one whose deadline passes while it is first in line is dropped without being told (it then
+/// waits for the rest of the wait it last computed, up to minutes, even if the lock is free).
+/// latchkey therefore chains its own entries the same way (tail + W), lowers the deadlines
+/// behind by W when it grants the lock or a waiter leaves, and only ever raises its own deadline
+/// when it refreshes, so every waiter of either kind is served in arrival order.
+///
+/// This needs **the same W on both sides**: Redisson's default is 5 minutes, latchkey's
+/// [30 seconds](DEFAULT_WAITER_TIMEOUT). Either call
+/// `.thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
+/// code also uses (a killed latchkey waiter then stalls the queue for up to 5 minutes, as a
+/// killed Java one does), or build the Java side with
+/// `new RedissonFairLock(commandExecutor, name, 30000)`. Redisson computes its deadlines with the
+/// Java host's clock and latchkey with the Redis server's, so keep the clocks in sync (NTP): a
+/// skew of S shortens or lengthens every Java waiter's slack by S.
 ///
 /// # Layout
 ///
@@ -203,14 +227,41 @@ impl FairLock {
         &self.inner.hold.field
     }
 
-    /// Sets how long this handle's place in the queue is kept without a sign of life (Redisson's
-    /// `threadWaitTime`; default [`DEFAULT_WAITER_TIMEOUT`]). The same handle (owner id) is
-    /// returned, with the new setting.
+    /// Sets the thread wait time, Redisson's `threadWaitTime` (default
+    /// [`DEFAULT_WAITER_TIMEOUT`], 30 s): the spacing of the queued waiters' deadlines, and so
+    /// how long a waiter that vanished without leaving holds up the queue once its turn has
+    /// come. The same handle (owner id) is returned, with the new setting.
     ///
     /// A live waiter refreshes its place with every attempt and attempts at least every third of
-    /// this timeout, so it never loses its place however long it waits. A waiter that vanishes
-    /// without leaving (a killed process) holds up the waiters behind it for at most this long.
-    /// Between [`MIN_WAITER_TIMEOUT`] and [`MAX_LEASE`]; checked when the handle is used.
+    /// this time, so it never loses its place however long it waits. **When Java (Redisson)
+    /// clients use the same lock, set the value of their `threadWaitTime`** (5 minutes unless
+    /// their `RedissonFairLock` was built with another): see [`FairLock`], "Mixing with
+    /// Redisson".
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
+    /// [`MAX_LEASE`]; the handle is not changed then.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// // Shared with Java services that use Redisson's default.
+    /// let lock = client.fair_lock("printer").thread_wait_time(Duration::from_secs(300))?;
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn thread_wait_time(self, wait: Duration) -> Result<FairLock> {
+        check_thread_wait_time(wait)?;
+        Ok(self.waiter_timeout(wait))
+    }
+
+    /// The same setting as [`FairLock::thread_wait_time`], under its older name; a value out of
+    /// range is reported when the handle is used instead of here.
     ///
     /// # Examples
     ///
@@ -378,16 +429,7 @@ impl FairLock {
     }
 
     fn check_waiter_timeout(&self) -> Result<()> {
-        let timeout = self.inner.waiter_timeout;
-        if timeout < MIN_WAITER_TIMEOUT || timeout > MAX_LEASE {
-            return Err(Error::invalid(
-                "waiter timeout",
-                format!(
-                    "{timeout:?} is out of range; use between {MIN_WAITER_TIMEOUT:?} and {MAX_LEASE:?}"
-                ),
-            ));
-        }
-        Ok(())
+        check_thread_wait_time(self.inner.waiter_timeout)
     }
 
     /// The longest this handle's waiters park between attempts: they must refresh their place
@@ -550,6 +592,7 @@ impl FairLock {
                 inner.hold.field.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                (inner.waiter_timeout.as_millis() as u64).to_string(),
             ],
             context: "leaving a fair lock's queue",
             release: None,
@@ -990,6 +1033,19 @@ pub(crate) fn retry_park(retry_after: i64, cap: Duration) -> Duration {
         ms if ms >= 0 => Duration::from_millis(ms as u64).clamp(Duration::from_millis(1), cap),
         _ => cap,
     }
+}
+
+/// Checks a thread wait time (waiter timeout).
+fn check_thread_wait_time(wait: Duration) -> Result<()> {
+    if wait < MIN_WAITER_TIMEOUT || wait > MAX_LEASE {
+        return Err(Error::invalid(
+            "waiter timeout (thread wait time)",
+            format!(
+                "{wait:?} is out of range; use between {MIN_WAITER_TIMEOUT:?} and {MAX_LEASE:?}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// An error for a script reply of an unexpected shape.

@@ -206,9 +206,10 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
     got.unlock().await.unwrap();
 }
 
-/// Without `waiter_timeout`, a queued waiter's place is kept for DEFAULT_WAITER_TIMEOUT (30 s)
-/// after its last attempt: its deadline in Redis is at most that far past the server clock,
-/// and more than the 2 s a live waiter may park between attempts.
+/// Without `thread_wait_time`, the first queued waiter's place is kept for the holder's remaining
+/// lease + DEFAULT_WAITER_TIMEOUT (30 s), Redisson's chain with latchkey's default: its deadline
+/// in Redis is at most that far past the server clock, and more than the 2 s a live waiter may
+/// park between attempts.
 #[tokio::test]
 async fn a_waiter_place_lasts_the_default_waiter_timeout() {
     assert_eq!(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_secs(30));
@@ -226,9 +227,10 @@ async fn a_waiter_place_lasts_the_default_waiter_timeout() {
         .await
         .unwrap();
     let left = deadline.saturating_sub(server_ms(&mut conn).await);
+    // The holder's lease is the 1 s watchdog timeout of these clients.
     assert!(
-        left > 2_000 && left <= 30_000,
-        "the waiter's place lasts {left} ms, not the 30 s default"
+        left > 30_000 - 2_000 && left <= 31_000,
+        "the waiter's place lasts {left} ms, not the lease + the 30 s default"
     );
     let ttl: i64 = conn.pttl(queue_key("default-timeout")).await.unwrap();
     assert!(
@@ -688,4 +690,461 @@ async fn throughput_of_8_contenders() {
         pct(0.5),
         pct(0.99)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mixed queues: latchkey and Redisson (Java) waiters on one fair lock.
+// ---------------------------------------------------------------------------------------------
+
+/// A waiter that speaks Redisson's `RedissonFairLock` protocol, written for these tests from a
+/// reading of its source (the `tryLockInnerAsync` variant that returns a wait, `unlockInnerAsync`
+/// and `RedissonLock.lock`'s retry loop). It is not latchkey's code: it is the other side that
+/// latchkey's scripts must keep working for.
+///
+/// The protocol, as read: deadlines are the Java host's clock in ms; only the head of the queue
+/// is ever dropped as stale; a newcomer's deadline is the tail's (or, with an empty queue, the
+/// lock's expiry) + W; the waiter that takes the lock lowers every queued deadline by W; a
+/// waiter never refreshes its own; a release publishes `0` on the head's own channel.
+struct RedissonWaiter {
+    server_client: redis::Client,
+    conn: redis::aio::MultiplexedConnection,
+    name: String,
+    /// `<uuid>:<thread id>`, Redisson's lock name of a thread.
+    id: String,
+    /// Redisson's `threadWaitTime`, ms.
+    wait_ms: u64,
+    /// The lease the Java side asks for, ms.
+    lease_ms: u64,
+}
+
+/// Redisson's acquire, in Lua written here. KEYS: the lock hash, the queue, the deadlines.
+/// ARGV: lease ms, thread id, W ms, the caller's clock ms. Returns nil once the caller holds the
+/// lock, else how long it parks before trying again (negative: until a message comes).
+const REDISSON_ACQUIRE: &str = r#"
+local lease, me, w, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Drop stale entries, from the head only; the others' deadlines are left as they are.
+while true do
+    local first = redis.call('lindex', KEYS[2], 0)
+    if not first then break end
+    local d = tonumber(redis.call('zscore', KEYS[3], first))
+    if d and d > now then break end
+    redis.call('zrem', KEYS[3], first)
+    redis.call('lpop', KEYS[2])
+end
+local first = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 and (not first or first == me) then
+    if first == me then redis.call('lpop', KEYS[2]) end
+    redis.call('zrem', KEYS[3], me)
+    -- Served: everybody still queued moves one link up the chain.
+    for _, other in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+        redis.call('zincrby', KEYS[3], -w, other)
+    end
+    redis.call('hset', KEYS[1], me, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return nil
+end
+if redis.call('hexists', KEYS[1], me) == 1 then
+    redis.call('hincrby', KEYS[1], me, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return nil
+end
+-- With the lock free, a newcomer clears live heads that have not taken it.
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head or head == me then break end
+    local d = tonumber(redis.call('zscore', KEYS[3], head))
+    if d and d > now and redis.call('exists', KEYS[1]) == 0 then
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+    else
+        break
+    end
+end
+local mine = redis.call('zscore', KEYS[3], me)
+if mine then
+    -- Already queued: the wait is estimated from its own deadline, never refreshed.
+    return tonumber(mine) - w - now
+end
+local last = redis.call('lindex', KEYS[2], -1)
+local last_deadline = last and last ~= me and tonumber(redis.call('zscore', KEYS[3], last))
+local ttl
+if last_deadline then
+    ttl = last_deadline - now
+else
+    ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + w + now, me) == 1 then
+    redis.call('rpush', KEYS[2], me)
+end
+return ttl
+"#;
+
+/// Redisson's release, in Lua written here. KEYS: the lock hash, the queue, the deadlines, the
+/// channel prefix. ARGV: the unlock message, lease ms, thread id, the caller's clock ms.
+const REDISSON_RELEASE: &str = r#"
+local now = tonumber(ARGV[4])
+while true do
+    local first = redis.call('lindex', KEYS[2], 0)
+    if not first then break end
+    local d = tonumber(redis.call('zscore', KEYS[3], first))
+    if d and d > now then break end
+    redis.call('zrem', KEYS[3], first)
+    redis.call('lpop', KEYS[2])
+end
+local function tell_head()
+    local head = redis.call('lindex', KEYS[2], 0)
+    if head then redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1]) end
+end
+if redis.call('exists', KEYS[1]) == 0 then
+    tell_head()
+    return 1
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('del', KEYS[1])
+tell_head()
+return 1
+"#;
+
+/// The Java host's clock, in ms.
+fn java_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+impl RedissonWaiter {
+    async fn new(server: &RedisServer, name: &str, thread: u32, wait: Duration) -> RedissonWaiter {
+        RedissonWaiter {
+            server_client: server.client(),
+            conn: server.conn().await,
+            name: name.to_owned(),
+            id: format!("6f1c2a7e-0d4b-4c39-9a51-java{thread:08}:{thread}"),
+            wait_ms: wait.as_millis() as u64,
+            lease_ms: 30_000,
+        }
+    }
+
+    /// One acquire attempt: `None` when the lock is held afterwards, else the park in ms.
+    async fn try_acquire(&mut self) -> Option<i64> {
+        redis::Script::new(REDISSON_ACQUIRE)
+            .key(&self.name)
+            .key(queue_key(&self.name))
+            .key(deadlines_key(&self.name))
+            .arg(self.lease_ms)
+            .arg(&self.id)
+            .arg(self.wait_ms)
+            .arg(java_clock_ms())
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    /// `RLock.lock()`: try; on failure subscribe to its own channel, then try again after each
+    /// message or once the computed wait has passed (a negative wait: only on a message).
+    async fn lock(&mut self) {
+        if self.try_acquire().await.is_none() {
+            return;
+        }
+        let channel = format!("redisson_lock__channel:{{{}}}:{}", self.name, self.id);
+        let mut pubsub = self.server_client.get_async_pubsub().await.unwrap();
+        pubsub.subscribe(&channel).await.unwrap();
+        let mut messages = pubsub.on_message();
+        loop {
+            let Some(ttl) = self.try_acquire().await else {
+                return;
+            };
+            if ttl >= 0 {
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(ttl as u64), messages.next()).await;
+            } else {
+                messages.next().await;
+            }
+        }
+    }
+
+    async fn unlock(&mut self) {
+        let released: Option<i64> = redis::Script::new(REDISSON_RELEASE)
+            .key(&self.name)
+            .key(queue_key(&self.name))
+            .key(deadlines_key(&self.name))
+            .key(format!("redisson_lock__channel:{{{}}}", self.name))
+            .arg("0")
+            .arg(self.lease_ms)
+            .arg(&self.id)
+            .arg(java_clock_ms())
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap();
+        assert!(released.is_some(), "{} held the lock", self.id);
+    }
+}
+
+/// A Redisson waiter that records `label` in `order` when it gets the lock, holds it 20 ms and
+/// releases it.
+fn spawn_redisson_waiter(
+    mut waiter: RedissonWaiter,
+    label: &'static str,
+    order: Arc<Mutex<Vec<&'static str>>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        waiter.lock().await;
+        order.lock().unwrap().push(label);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waiter.unlock().await;
+    })
+}
+
+/// The same for a latchkey waiter.
+fn spawn_latchkey_waiter(
+    lock: FairLock,
+    label: &'static str,
+    order: Arc<Mutex<Vec<&'static str>>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let guard = lock.lock().await.unwrap();
+        order.lock().unwrap().push(label);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        guard.unlock().await.unwrap();
+    })
+}
+
+/// The deadlines of the queue of `name`, in queue order.
+async fn deadlines(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for id in queue(conn, name).await {
+        let d: Option<f64> = conn.zscore(deadlines_key(name), &id).await.unwrap();
+        out.push((id, d.expect("every queued entry has a deadline")));
+    }
+    out
+}
+
+/// Redisson's chain: every deadline is at least W past the one ahead of it (a few ms of slack
+/// for the rounding of two clocks read at different moments).
+fn assert_chained(deadlines: &[(String, f64)], wait: Duration) {
+    let w = wait.as_millis() as f64;
+    for pair in deadlines.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].1 + w - 5.0,
+            "{} is not chained W behind {}: {deadlines:?}",
+            pair[1].0,
+            pair[0].0
+        );
+    }
+}
+
+/// Waits for a waiter task, at most `bound`.
+async fn served_within(task: tokio::task::JoinHandle<()>, bound: Duration, who: &str) {
+    tokio::time::timeout(bound, task)
+        .await
+        .unwrap_or_else(|_| panic!("{who} was not served within {bound:?}"))
+        .unwrap();
+}
+
+/// Issue 12, item 2, exactly: a latchkey holder; Redisson waiters R1 and R2 queue; a latchkey
+/// waiter L queues; Redisson waiter R3 queues. Before the fix L's deadline was "now + its
+/// timeout" instead of chained from R2's, the two Redisson grants lowered R3's below the clock,
+/// R2's release dropped R3 from the queue without a word, and R3 sat waiting (for minutes)
+/// while the lock was free and the queue empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_redisson_waiters_behind_a_latchkey_waiter_are_served_in_order() {
+    let server = RedisServer::spawn();
+    let name = "mixed";
+    // Redisson's default threadWaitTime, set on the latchkey side as the docs say.
+    let w = Duration::from_secs(300);
+    let holder_client = client(&server).await;
+    let waiter_client = client(&server).await;
+    let mut conn = server.conn().await;
+    let holder = holder_client
+        .fair_lock(name)
+        .thread_wait_time(w)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+
+    let r1 = RedissonWaiter::new(&server, name, 1, w).await;
+    let r1_id = r1.id.clone();
+    let r1_task = spawn_redisson_waiter(r1, "R1", order.clone());
+    assert!(queue_becomes(&server, name, &[&r1_id]).await);
+    let r2 = RedissonWaiter::new(&server, name, 2, w).await;
+    let r2_id = r2.id.clone();
+    let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
+    assert!(queue_becomes(&server, name, &[&r1_id, &r2_id]).await);
+    let l = waiter_client.fair_lock(name).thread_wait_time(w).unwrap();
+    let l_id = l.owner_id().to_owned();
+    let l_task = spawn_latchkey_waiter(l, "L", order.clone());
+    assert!(queue_becomes(&server, name, &[&r1_id, &r2_id, &l_id]).await);
+    let r3 = RedissonWaiter::new(&server, name, 3, w).await;
+    let r3_id = r3.id.clone();
+    let r3_task = spawn_redisson_waiter(r3, "R3", order.clone());
+    assert!(queue_becomes(&server, name, &[&r1_id, &r2_id, &l_id, &r3_id]).await);
+    assert_chained(&deadlines(&mut conn, name).await, w);
+    // L refreshes its place while it waits (every 2 s at most): the chain must survive that.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_chained(&deadlines(&mut conn, name).await, w);
+
+    holder.unlock().await.unwrap();
+    // A few ms each when the chain holds; R3 would wait for minutes otherwise.
+    let bound = Duration::from_secs(10);
+    served_within(r1_task, bound, "R1").await;
+    served_within(r2_task, bound, "R2").await;
+    served_within(l_task, bound, "L").await;
+    served_within(r3_task, bound, "R3").await;
+    assert_eq!(*order.lock().unwrap(), ["R1", "R2", "L", "R3"]);
+    let locked: bool = conn.exists(name).await.unwrap();
+    assert!(!locked, "the lock is free at the end");
+    assert!(
+        queue(&mut conn, name).await.is_empty(),
+        "the queue is empty"
+    );
+    let left: bool = conn.exists(deadlines_key(name)).await.unwrap();
+    assert!(!left, "no deadline left behind");
+}
+
+/// Latchkey waiters behind a Redisson holder and between Redisson waiters: each latchkey entry is
+/// chained W behind the one ahead, a latchkey grant lowers the deadlines behind it by W as a
+/// Redisson grant does, and everyone is served in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
+    let server = RedisServer::spawn();
+    let name = "mixed-chain";
+    let w = Duration::from_secs(300);
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut conn = server.conn().await;
+    let mut holder = RedissonWaiter::new(&server, name, 10, w).await;
+    assert!(
+        holder.try_acquire().await.is_none(),
+        "the Java side holds the lock"
+    );
+    let order = Arc::new(Mutex::new(Vec::new()));
+
+    // L1 holds the lock, once it is its turn, until told to release it.
+    let l1 = a.fair_lock(name).thread_wait_time(w).unwrap();
+    let l1_id = l1.owner_id().to_owned();
+    let (granted_tx, granted_rx) = tokio::sync::oneshot::channel();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let l1_task = tokio::spawn({
+        let order = order.clone();
+        async move {
+            let guard = l1.lock().await.unwrap();
+            order.lock().unwrap().push("L1");
+            granted_tx.send(()).unwrap();
+            release_rx.await.unwrap();
+            guard.unlock().await.unwrap();
+        }
+    });
+    assert!(queue_becomes(&server, name, &[&l1_id]).await);
+    let first = deadlines(&mut conn, name).await;
+    let now = server_ms(&mut conn).await as f64;
+    let lease: i64 = conn.pttl(name).await.unwrap();
+    assert!(
+        first[0].1 >= now + lease as f64 + w.as_millis() as f64 - 50.0,
+        "the first waiter's deadline is the lock's expiry + W: {first:?}, now {now}, lease {lease}"
+    );
+    let r2 = RedissonWaiter::new(&server, name, 2, w).await;
+    let r2_id = r2.id.clone();
+    let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
+    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id]).await);
+    let l3 = b.fair_lock(name).thread_wait_time(w).unwrap();
+    let l3_id = l3.owner_id().to_owned();
+    let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
+    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
+    let before = deadlines(&mut conn, name).await;
+    assert_chained(&before, w);
+
+    holder.unlock().await;
+    tokio::time::timeout(Duration::from_secs(10), granted_rx)
+        .await
+        .expect("L1 was woken and took the lock")
+        .unwrap();
+    let r2_before: f64 = before[1].1;
+    let r2_after: f64 = conn.zscore(deadlines_key(name), &r2_id).await.unwrap();
+    // Within a few ms: L1's refreshes may round the lock's expiry a ms up, and R2 with it.
+    let expected = r2_before - w.as_millis() as f64;
+    assert!(
+        (r2_after - expected).abs() <= 5.0,
+        "L1's grant lowered R2's deadline by W, as a Redisson grant does: {r2_before} -> {r2_after}"
+    );
+    release_tx.send(()).unwrap();
+    let bound = Duration::from_secs(10);
+    served_within(l1_task, bound, "L1").await;
+    served_within(r2_task, bound, "R2").await;
+    served_within(l3_task, bound, "L3").await;
+    assert_eq!(*order.lock().unwrap(), ["L1", "R2", "L3"]);
+    let locked: bool = conn.exists(name).await.unwrap();
+    assert!(!locked, "the lock is free at the end");
+    assert!(
+        queue(&mut conn, name).await.is_empty(),
+        "the queue is empty"
+    );
+}
+
+/// A latchkey waiter that gives up takes its link out of the chain as a Redisson waiter does:
+/// the deadlines behind it go down by W, so a later Redisson newcomer is still chained right.
+#[tokio::test]
+async fn a_latchkey_waiter_that_gives_up_lowers_the_deadlines_behind_it() {
+    let server = RedisServer::spawn();
+    let name = "mixed-leave";
+    let w = Duration::from_secs(300);
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    // A fixed lease: the lock's expiry stays put, so the quitter's refreshes do not move the
+    // chain (a renewed lease would raise it, and the entries behind with it).
+    let holder = a
+        .fair_lock(name)
+        .lock_with(LockOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let quitter = a.fair_lock(name).thread_wait_time(w).unwrap();
+    let quitter_id = quitter.owner_id().to_owned();
+    let quitting = tokio::spawn(async move { quitter.try_lock(Duration::from_secs(2)).await });
+    assert!(queue_becomes(&server, name, &[&quitter_id]).await);
+    let mut java = RedissonWaiter::new(&server, name, 7, w).await;
+    assert!(
+        java.try_acquire().await.is_some(),
+        "queued behind the quitter"
+    );
+    let java_before: f64 = conn.zscore(deadlines_key(name), &java.id).await.unwrap();
+    assert!(quitting.await.unwrap().unwrap().is_none(), "gave up");
+    assert!(queue_becomes(&server, name, &[&java.id]).await);
+    let java_after: f64 = conn.zscore(deadlines_key(name), &java.id).await.unwrap();
+    // Within the rounding of the server clock to whole ms between the quitter's refreshes.
+    let expected = java_before - w.as_millis() as f64;
+    assert!(
+        (java_after - expected).abs() <= 5.0,
+        "lowered by W: {java_before} -> {java_after}"
+    );
+    holder.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn thread_wait_time_is_checked_when_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    for wait in [
+        Duration::ZERO,
+        Duration::from_millis(299),
+        latchkey::MAX_LEASE * 2,
+    ] {
+        let err = a
+            .fair_lock("bad-wait-time")
+            .thread_wait_time(wait)
+            .unwrap_err();
+        assert!(
+            err.is_invalid_argument() && err.to_string().contains("thread wait time"),
+            "{err}"
+        );
+    }
+    let lock = a
+        .fair_lock("bad-wait-time")
+        .thread_wait_time(Duration::from_secs(300))
+        .unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
 }
