@@ -1305,7 +1305,7 @@ fn restart_idle_workers(run: &mut Run, count: usize) {
 fn sentinel_manual_failover_split_brain() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let scenario = "sentinel_manual_failover_split_brain";
-    let mut group = SentinelGroup::spawn(1, 3);
+    let group = SentinelGroup::spawn(1, 3);
     let url = group.url();
     let servers = Servers::spawn(RedisServer::spawn()); // only the store is used
     let mut config = template(&servers, url);
