@@ -161,7 +161,7 @@ macro_rules! step {
 
 fn client(url: &str) -> latchkey::ClientBuilder {
     Client::builder(url)
-        .watchdog_timeout(Duration::from_millis(900))
+        .watchdog_timeout(Duration::from_millis(1500))
         .connect_timeout(Duration::from_secs(5))
         .command_timeout(Duration::from_secs(5))
         .replica_sync(ReplicaSync::Auto)
@@ -185,7 +185,7 @@ async fn exercise(
     // Lock: hold past two renewals, a waiter that gives up, status, a wake-up by unlock.
     let lock = a.lock(name("lock"));
     let guard = step!(admin, "Lock::lock", lock.lock());
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     if guard.is_lost() {
         return Err(Failure {
             step: "watchdog renewal",
@@ -196,6 +196,8 @@ async fn exercise(
     let other = b.lock(name("lock"));
     let none = step!(admin, "Lock::try_lock (held)", other.try_lock(SHORT));
     assert!(none.is_none());
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     let status = step!(admin, "Lock::status", lock.status());
     assert_eq!(status.holders.len(), 1);
     let waiter = tokio::spawn(async move { other.lock().await });
@@ -212,6 +214,8 @@ async fn exercise(
     let other = b.fair_lock(name("fair"));
     let none = step!(admin, "FairLock::try_lock (held)", other.try_lock(SHORT));
     assert!(none.is_none());
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     let waiter = tokio::spawn(async move { other.lock().await });
     tokio::time::sleep(SHORT).await;
     step!(admin, "FairLockGuard::unlock", guard.unlock());
@@ -233,6 +237,8 @@ async fn exercise(
         writer.try_lock(SHORT)
     );
     assert!(none.is_none());
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     step!(admin, "ReadGuard::unlock", read.unlock());
     step!(admin, "ReadGuard::unlock", read2.unlock());
     let write = step!(admin, "WriteLock::lock", rw.write().lock());
@@ -253,6 +259,8 @@ async fn exercise(
         other.try_acquire(1, SHORT)
     );
     assert!(none.is_none());
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     step!(admin, "Permits::release", permits.release());
     assert_eq!(
         step!(admin, "Semaphore::available", semaphore.available()),
@@ -274,6 +282,8 @@ async fn exercise(
         other.try_acquire(1, SHORT)
     );
     assert!(none.is_none());
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     step!(admin, "LeasedPermits::release", permits.release());
     assert_eq!(
         step!(admin, "PermitSemaphore::available", semaphore.available()),
@@ -294,6 +304,8 @@ async fn exercise(
         other.wait_for(SHORT)
     );
     assert!(!open);
+    // A waiter that gave up leaves its wait queue in the background: let it finish.
+    tokio::time::sleep(SHORT).await;
     step!(admin, "CountDownLatch::count_down", latch.count_down());
     assert!(step!(
         admin,
