@@ -455,7 +455,7 @@ impl ClientBuilder {
                     .map_err(|e| match e {
                         Error::Unreachable { source, .. }
                         | Error::AuthFailed { source }
-                        | Error::PermissionDenied { source }
+                        | Error::PermissionDenied { source, .. }
                         | Error::Redis(source) => source,
                         other => redis::RedisError::from((
                             redis::ErrorKind::Io,

@@ -551,7 +551,12 @@ impl Conn {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
                 self.failed(Some(&e));
-                Err(Error::from_redis(e, context, key, timeout))
+                let err = Error::from_redis(e, context, key, timeout);
+                Err(if self.is_cluster() {
+                    err.sharded()
+                } else {
+                    err
+                })
             }
             Err(_) => {
                 self.failed(None);

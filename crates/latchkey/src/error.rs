@@ -1,6 +1,8 @@
 //! The one error type of latchkey.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// A `Result` whose error is [`Error`].
@@ -116,13 +118,17 @@ pub enum Error {
         source: redis::RedisError,
     },
 
-    /// The ACL user lacks a permission latchkey needs. Not retried: see the README's ACL section.
-    /// Redis' reply, naming the command or key, is the `source()`.
+    /// The ACL user lacks a permission latchkey needs: a command, or access to a key or a
+    /// channel, refused to a plain command (`NOPERM`) or to a command a script ran. Not retried;
+    /// the message says what was refused and which kind of ACL rule grants it (the README's ACL
+    /// section lists them all). Redis' reply is the `source()`.
     #[error(
-        "redis refused a command for lack of permission; grant the ACL user the permissions \
-         listed in latchkey's README"
+        "redis refused the ACL user {refused}; grant {} (see the ACL section of latchkey's README)",
+        refused.grant()
     )]
     PermissionDenied {
+        /// What was refused.
+        refused: Refused,
         /// The underlying error, returned by `source()` (not repeated in the message).
         #[source]
         source: redis::RedisError,
@@ -213,6 +219,204 @@ pub enum Error {
     ),
 }
 
+/// What Redis refused an ACL user ([`Error::PermissionDenied`]).
+///
+/// Redis names a command it refuses, but not the key or channel it refused access to: for those
+/// latchkey names the object it was working on (the README lists each object's keys and
+/// channels), or the channel it was subscribing to. A command refused inside a script is named
+/// from the script's line that Redis reports.
+///
+/// # Examples
+///
+/// ```
+/// use latchkey::Refused;
+///
+/// assert_eq!(Refused::Command(Some("publish".into())).to_string(), "the `publish` command");
+/// assert_eq!(Refused::KeyOf("orders".into()).to_string(), "access to a key of `orders`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refused {
+    /// A command, named as ACL rules name it (`publish`, `script|load`, `cluster|slots`);
+    /// `None` when Redis did not say which.
+    Command(Option<String>),
+    /// A key of the named object: one of the key or channel names given to a script as `KEYS`
+    /// (they are checked against the key patterns, `~`), or a key a command uses.
+    KeyOf(String),
+    /// A channel of the named object that a script published to.
+    ChannelOf(String),
+    /// This channel, subscribed to.
+    Channel(String),
+}
+
+impl Refused {
+    /// Which kind of ACL rule grants what was refused.
+    fn grant(&self) -> String {
+        match self {
+            Refused::Command(Some(command)) => format!("`+{command}`"),
+            Refused::Command(None) => "the missing command (`+<command>`)".to_owned(),
+            Refused::KeyOf(_) => "a key pattern (`~`) covering it".to_owned(),
+            Refused::ChannelOf(_) | Refused::Channel(_) => {
+                "a channel pattern (`&`) covering it".to_owned()
+            }
+        }
+    }
+
+    /// What a permission refusal refused, if `err` is one. `object` is what latchkey was working
+    /// on: an object's name, or a channel's while `context` is (re)subscribing.
+    fn of(err: &redis::RedisError, context: &str, object: &str) -> Option<Refused> {
+        let text = match err.detail() {
+            Some(detail) => format!("{} {detail}", err.code().unwrap_or_default()),
+            None => err.to_string(),
+        };
+        let channel = || {
+            if context.ends_with("subscribing") {
+                Refused::Channel(object.to_owned())
+            } else {
+                Refused::ChannelOf(object.to_owned())
+            }
+        };
+        let noperm = matches!(
+            err.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        ) || text.contains("NOPERM");
+        if noperm {
+            // Redis 7.0: "this user has no permissions to run the 'publish' command", "... to
+            // access one of the keys used as arguments", "... of the channels ..."; Redis 7.2
+            // and later: "User u has no permissions to run the 'publish' command", "No
+            // permissions to access a key", "... a channel".
+            if let Some(command) = quoted_after(&text, "to run the '") {
+                return Some(Refused::Command(Some(command.to_ascii_lowercase())));
+            }
+            let lower = text.to_ascii_lowercase();
+            return Some(if lower.contains("channel") {
+                channel()
+            } else if lower.contains("key") {
+                Refused::KeyOf(object.to_owned())
+            } else {
+                Refused::Command(None)
+            });
+        }
+        // Inside a script: "The user executing the script can't run this command or
+        // subcommand", "... can't access at least one of the keys mentioned in the command
+        // arguments", "... can't publish to the channel mentioned in the command", each
+        // followed (from `redis.call`) by "script: <sha>, on @user_script:<line>.".
+        let (_, refusal) = text.split_once("The user executing the script can't ")?;
+        Some(if refusal.starts_with("run ") {
+            Refused::Command(script_command(refusal))
+        } else if refusal.starts_with("publish") || refusal.contains("channel") {
+            channel()
+        } else {
+            Refused::KeyOf(object.to_owned())
+        })
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Command(Some(command)) => write!(f, "the `{command}` command"),
+            Refused::Command(None) => f.write_str("a command run by a script"),
+            Refused::KeyOf(object) if object.is_empty() => f.write_str("access to a key"),
+            Refused::KeyOf(object) => write!(f, "access to a key of `{object}`"),
+            Refused::ChannelOf(object) if object.is_empty() => f.write_str("access to a channel"),
+            Refused::ChannelOf(object) => write!(f, "access to a channel of `{object}`"),
+            Refused::Channel(channel) => write!(f, "access to the channel `{channel}`"),
+        }
+    }
+}
+
+/// The text between `prefix` and the next `'`.
+fn quoted_after<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let (_, rest) = text.split_once(prefix)?;
+    let (quoted, _) = rest.split_once('\'')?;
+    (!quoted.is_empty()).then_some(quoted)
+}
+
+/// Every script latchkey runs, to name the command on the line where Redis refused one.
+const SCRIPTS: &[&str] = &[
+    include_str!("../scripts/delay_offer.lua"),
+    include_str!("../scripts/delay_pending.lua"),
+    include_str!("../scripts/delay_remove.lua"),
+    include_str!("../scripts/delay_transfer.lua"),
+    include_str!("../scripts/fair_acquire.lua"),
+    include_str!("../scripts/fair_force_unlock.lua"),
+    include_str!("../scripts/fair_leave.lua"),
+    include_str!("../scripts/fair_release.lua"),
+    include_str!("../scripts/latch_count_down.lua"),
+    include_str!("../scripts/latch_set_count.lua"),
+    include_str!("../scripts/lock_acquire.lua"),
+    include_str!("../scripts/lock_force_unlock.lua"),
+    include_str!("../scripts/lock_leave.lua"),
+    include_str!("../scripts/lock_release.lua"),
+    include_str!("../scripts/lock_renew.lua"),
+    include_str!("../scripts/lock_status.lua"),
+    include_str!("../scripts/psem_acquire.lua"),
+    include_str!("../scripts/psem_add_permits.lua"),
+    include_str!("../scripts/psem_count.lua"),
+    include_str!("../scripts/psem_release.lua"),
+    include_str!("../scripts/psem_renew.lua"),
+    include_str!("../scripts/psem_set_permits.lua"),
+    include_str!("../scripts/queue_ack.lua"),
+    include_str!("../scripts/queue_dead.lua"),
+    include_str!("../scripts/queue_extend.lua"),
+    include_str!("../scripts/queue_requeue.lua"),
+    include_str!("../scripts/queue_take.lua"),
+    include_str!("../scripts/redlock_acquire.lua"),
+    include_str!("../scripts/redlock_fence.lua"),
+    include_str!("../scripts/redlock_release.lua"),
+    include_str!("../scripts/rw_force_unlock.lua"),
+    include_str!("../scripts/rw_leave.lua"),
+    include_str!("../scripts/rw_read_acquire.lua"),
+    include_str!("../scripts/rw_read_release.lua"),
+    include_str!("../scripts/rw_renew.lua"),
+    include_str!("../scripts/rw_write_acquire.lua"),
+    include_str!("../scripts/rw_write_release.lua"),
+    include_str!("../scripts/sem_acquire.lua"),
+    include_str!("../scripts/sem_add_permits.lua"),
+    include_str!("../scripts/sem_release.lua"),
+    include_str!("../scripts/sem_set_permits.lua"),
+];
+
+/// The command a script's `redis.call` ran on the line Redis reports in `refusal` ("… script:
+/// <sha>, on @user_script:<line>."), if that line calls one command by name. The scripts take
+/// their publish command (`publish` or `spublish`) as an argument into a variable named
+/// `publish`; it is reported as `publish` here and made `spublish` on a cluster by the caller.
+fn script_command(refusal: &str) -> Option<String> {
+    static BY_SHA: LazyLock<HashMap<String, &'static str>> = LazyLock::new(|| {
+        SCRIPTS
+            .iter()
+            .map(|source| (redis::Script::new(source).get_hash().to_owned(), *source))
+            .collect()
+    });
+    let (_, place) = refusal.split_once("script: ")?;
+    let (sha, place) = place.split_once(", on @user_script:")?;
+    let line: usize = place
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()?;
+    let source = BY_SHA.get(sha.trim())?;
+    let code = source.lines().nth(line.checked_sub(1)?)?;
+    let mut calls = code.match_indices("redis.").filter_map(|(at, _)| {
+        let rest = &code[at + "redis.".len()..];
+        let args = rest
+            .strip_prefix("call(")
+            .or_else(|| rest.strip_prefix("pcall("))?;
+        let first = args.split([',', ')']).next()?.trim();
+        if first == "publish" {
+            return Some("publish".to_owned());
+        }
+        let name = first
+            .strip_prefix('\'')
+            .and_then(|n| n.strip_suffix('\''))
+            .or_else(|| first.strip_prefix('"').and_then(|n| n.strip_suffix('"')))?;
+        Some(name.to_ascii_lowercase())
+    });
+    let command = calls.next()?;
+    // Two commands on one line: Redis does not say which of them was refused.
+    calls.next().is_none().then_some(command)
+}
+
 impl Error {
     /// An argument was rejected before anything was sent.
     pub fn is_invalid_argument(&self) -> bool {
@@ -286,31 +490,29 @@ impl Error {
         }
     }
 
-    /// Classifies a driver error. `key` names the object for `WRONGTYPE` replies.
+    /// Classifies a driver error. `key` names the object for `WRONGTYPE` replies and permission
+    /// refusals (the channel while `context` is "subscribing" or "resubscribing").
     pub(crate) fn from_redis(
         err: redis::RedisError,
         context: &'static str,
         key: &str,
         timeout: Duration,
     ) -> Error {
-        use redis::{ErrorKind, ServerErrorKind};
+        use redis::ErrorKind;
         if err.code() == Some("WRONGTYPE") {
             return Error::WrongType {
                 key: key.to_owned(),
                 detail: err.detail().unwrap_or("unexpected type").to_owned(),
             };
         }
+        if let Some(refused) = Refused::of(&err, context, key) {
+            return Error::PermissionDenied {
+                refused,
+                source: err,
+            };
+        }
         match err.kind() {
             ErrorKind::AuthenticationFailed => Error::AuthFailed { source: err },
-            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::PermissionDenied { source: err },
-            // A command inside a script that the ACL user may not run.
-            _ if err
-                .detail()
-                .is_some_and(|d| d.contains("can't run this command") || d.contains("NOPERM"))
-                || err.to_string().contains("can't run this command") =>
-            {
-                Error::PermissionDenied { source: err }
-            }
             // The sentinels do not (yet) know a primary: a failover is under way.
             ErrorKind::MasterNameNotFoundBySentinel
             | ErrorKind::NoValidReplicasFoundBySentinel
@@ -332,6 +534,23 @@ impl Error {
                 }
             }
             _ => Error::Redis(err),
+        }
+    }
+}
+
+impl Error {
+    /// On a cluster the scripts publish with `spublish`: a refused `publish` (named from the
+    /// script's `publish` variable) was that.
+    pub(crate) fn sharded(self) -> Error {
+        match self {
+            Error::PermissionDenied {
+                refused: Refused::Command(Some(command)),
+                source,
+            } if command == "publish" => Error::PermissionDenied {
+                refused: Refused::Command(Some("spublish".to_owned())),
+                source,
+            },
+            other => other,
         }
     }
 }
@@ -384,6 +603,7 @@ mod tests {
                 source: driver_error(io::ErrorKind::Other),
             },
             Error::PermissionDenied {
+                refused: Refused::Command(Some("publish".into())),
                 source: driver_error(io::ErrorKind::Other),
             },
             Error::Redis(driver_error(io::ErrorKind::Other)),
@@ -416,9 +636,13 @@ mod tests {
             "redis rejected the credentials; check the user name and password"
         );
         assert_eq!(
-            Error::PermissionDenied { source: source() }.to_string(),
-            "redis refused a command for lack of permission; grant the ACL user the \
-             permissions listed in latchkey's README"
+            Error::PermissionDenied {
+                refused: Refused::Command(Some("publish".into())),
+                source: source()
+            }
+            .to_string(),
+            "redis refused the ACL user the `publish` command; grant `+publish` (see the ACL \
+             section of latchkey's README)"
         );
         assert_eq!(Error::Redis(source()).to_string(), "a redis request failed");
     }
@@ -427,5 +651,205 @@ mod tests {
     fn the_chain_of_an_error_without_a_source_is_its_message() {
         let err = Error::NotOwner { name: "n".into() };
         assert_eq!(err.chain().to_string(), err.to_string());
+    }
+    /// A server error reply as the driver returns it.
+    fn reply(line: &str) -> redis::RedisError {
+        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .and_then(redis::Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    fn refused(line: &str, context: &'static str, object: &str) -> Refused {
+        match Error::from_redis(reply(line), context, object, Duration::from_secs(1)) {
+            Error::PermissionDenied { refused, source } => {
+                assert!(source.to_string().contains(&line[8..]), "{source}");
+                refused
+            }
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    /// The refusals of plain commands, verbatim from redis-server 7.0.15 (and 7.2's wording).
+    #[test]
+    fn noperm_replies_name_the_command_key_or_channel() {
+        let cases = [
+            (
+                "NOPERM this user has no permissions to run the 'publish' command",
+                Refused::Command(Some("publish".into())),
+            ),
+            (
+                "NOPERM this user has no permissions to run the 'script|load' command",
+                Refused::Command(Some("script|load".into())),
+            ),
+            (
+                "NOPERM User app has no permissions to run the 'cluster|slots' command",
+                Refused::Command(Some("cluster|slots".into())),
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+                Refused::KeyOf("orders".into()),
+            ),
+            (
+                "NOPERM No permissions to access a key",
+                Refused::KeyOf("orders".into()),
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the channels used as \
+                 arguments",
+                Refused::ChannelOf("orders".into()),
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(refused(line, "locking", "orders"), want, "{line}");
+        }
+        let channel = "NOPERM this user has no permissions to access one of the channels used \
+                       as arguments";
+        for context in ["subscribing", "resubscribing"] {
+            assert_eq!(
+                refused(channel, context, "redisson_lock__channel:{orders}"),
+                Refused::Channel("redisson_lock__channel:{orders}".into())
+            );
+        }
+    }
+
+    /// The refusals raised inside a script, verbatim from redis-server 7.0.15: the command is
+    /// named from the script line Redis reports.
+    #[test]
+    fn script_refusals_name_the_command_key_or_channel() {
+        let release = redis::Script::new(include_str!("../scripts/lock_release.lua"));
+        let acquire = redis::Script::new(include_str!("../scripts/lock_acquire.lua"));
+        let at = |script: &redis::Script, line: usize| {
+            format!("script: {}, on @user_script:{line}.", script.get_hash())
+        };
+        let code = |script: &str, line: usize| script.lines().nth(line - 1).unwrap().to_owned();
+        // The lines this test relies on.
+        assert!(
+            code(include_str!("../scripts/lock_release.lua"), 83).contains("redis.call(publish,")
+        );
+        assert!(
+            code(include_str!("../scripts/lock_acquire.lua"), 40).contains("redis.call('time')")
+        );
+        let run = "ERR The user executing the script can't run this command or subcommand";
+        assert_eq!(
+            refused(&format!("{run} {}", at(&release, 83)), "unlocking", "o"),
+            Refused::Command(Some("publish".into()))
+        );
+        assert_eq!(
+            refused(&format!("{run} {}", at(&acquire, 40)), "locking", "o"),
+            Refused::Command(Some("time".into()))
+        );
+        // A line without a call (an `error()` rethrowing a `pcall` reply), an unknown script, no
+        // place at all: refused, but Redis did not say which command.
+        for place in [
+            at(&acquire, 1),
+            "script: 0000, on @user_script:3.".into(),
+            String::new(),
+        ] {
+            assert_eq!(
+                refused(&format!("{run} {place}"), "locking", "o"),
+                Refused::Command(None),
+                "{place}"
+            );
+        }
+        assert_eq!(
+            refused(
+                &format!(
+                    "ERR The user executing the script can't access at least one of the keys \
+                     mentioned in the command arguments {}",
+                    at(&acquire, 40)
+                ),
+                "locking",
+                "orders"
+            ),
+            Refused::KeyOf("orders".into())
+        );
+        assert_eq!(
+            refused(
+                &format!(
+                    "ERR The user executing the script can't publish to the channel mentioned \
+                     in the command {}",
+                    at(&release, 83)
+                ),
+                "unlocking",
+                "orders"
+            ),
+            Refused::ChannelOf("orders".into())
+        );
+    }
+
+    /// On a cluster the scripts' `publish` variable holds `spublish`.
+    #[test]
+    fn a_refused_publish_on_a_cluster_is_spublish() {
+        let err = Error::PermissionDenied {
+            refused: Refused::Command(Some("publish".into())),
+            source: reply("NOPERM x"),
+        };
+        assert!(!err.to_string().contains("`+spublish`"));
+        let err = err.sharded();
+        assert!(err.to_string().contains("grant `+spublish`"), "{err}");
+    }
+
+    #[test]
+    fn other_errors_are_not_refusals() {
+        for line in [
+            "ERR unknown command 'foo'",
+            "ERR user_script:1: Script attempted to access nonexistent global variable",
+            "NOSCRIPT No matching script",
+        ] {
+            let err = Error::from_redis(reply(line), "locking", "o", Duration::from_secs(1));
+            assert!(!err.is_auth(), "{line}: {err:?}");
+        }
+    }
+
+    /// The messages say what was refused and which ACL rule grants it.
+    #[test]
+    fn permission_messages() {
+        let message = |refused: Refused| {
+            Error::PermissionDenied {
+                refused,
+                source: reply("NOPERM x"),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            message(Refused::KeyOf("orders".into())),
+            "redis refused the ACL user access to a key of `orders`; grant a key pattern (`~`) \
+             covering it (see the ACL section of latchkey's README)"
+        );
+        assert_eq!(
+            message(Refused::ChannelOf("orders".into())),
+            "redis refused the ACL user access to a channel of `orders`; grant a channel \
+             pattern (`&`) covering it (see the ACL section of latchkey's README)"
+        );
+        assert_eq!(
+            message(Refused::Channel("redisson_lock__channel:{o}".into())),
+            "redis refused the ACL user access to the channel `redisson_lock__channel:{o}`; \
+             grant a channel pattern (`&`) covering it (see the ACL section of latchkey's README)"
+        );
+        assert_eq!(
+            message(Refused::Command(None)),
+            "redis refused the ACL user a command run by a script; grant the missing command \
+             (`+<command>`) (see the ACL section of latchkey's README)"
+        );
+    }
+
+    /// Every script file is known, so that a command refused in it can be named.
+    #[test]
+    fn every_script_is_listed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                files += 1;
+                let source = std::fs::read_to_string(&path).unwrap();
+                assert!(
+                    SCRIPTS.contains(&source.as_str()),
+                    "{} is not in SCRIPTS",
+                    path.display()
+                );
+            }
+        }
+        assert_eq!(files, SCRIPTS.len());
     }
 }

@@ -27,7 +27,7 @@ pub use client::{
     Client, ClientBuilder, ReplicaSync, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT,
 };
 pub use codec::{Codec, Json};
-pub use error::{Error, Result};
+pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
