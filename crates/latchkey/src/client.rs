@@ -57,6 +57,7 @@ pub struct ClientBuilder {
     pub(crate) subscription_linger: Duration,
     pub(crate) namespace: Option<String>,
     pub(crate) replica_sync: ReplicaSync,
+    pub(crate) replica_loss_grace: Duration,
 }
 
 /// Whether an acquire waits for replicas to acknowledge it (see
@@ -117,6 +118,7 @@ impl ClientBuilder {
             subscription_linger: Duration::from_secs(1),
             namespace: None,
             replica_sync: ReplicaSync::Auto,
+            replica_loss_grace: crate::replica::REPLICA_LOSS_GRACE,
         }
     }
 
@@ -178,6 +180,31 @@ impl ClientBuilder {
     /// Default [`ReplicaSync::Auto`].
     pub fn replica_sync(mut self, sync: ReplicaSync) -> ClientBuilder {
         self.replica_sync = sync;
+        self
+    }
+
+    /// With [`ReplicaSync::Auto`]: how long grants on a primary that had replicas and lost
+    /// them all are refused with [`Error::NotReplicated`] before the loss is taken for real
+    /// (default 15 s, at most one hour). Losing every replica at once is what a failover
+    /// looks like from the demoted primary, which takes writes until the sentinels reconfigure
+    /// it; a grant there would be a second holder's. After the grace (and, on Sentinel, only
+    /// if every sentinel that answers names this primary) acquires go on without waiting, and
+    /// a warning is logged.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// let client = latchkey::Client::builder("redis+sentinel://127.0.0.1:26379/mymaster")
+    ///     .replica_loss_grace(Duration::from_secs(30))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn replica_loss_grace(mut self, grace: Duration) -> ClientBuilder {
+        self.replica_loss_grace = grace;
         self
     }
 
@@ -246,6 +273,15 @@ impl ClientBuilder {
                     format!("{value:?} is out of range; use more than zero and at most one hour"),
                 ));
             }
+        }
+        if self.replica_loss_grace > Duration::from_secs(3600) {
+            return Err(Error::invalid(
+                "replica loss grace",
+                format!(
+                    "{:?} is out of range; use at most one hour",
+                    self.replica_loss_grace
+                ),
+            ));
         }
         if self.subscription_linger > Duration::from_secs(3600) {
             return Err(Error::invalid(

@@ -220,7 +220,8 @@ impl Inner {
     /// nobody else will see. Its grants are undone while
     /// - the sentinels (Sentinel deployments) name another primary, or too few of them answer:
     ///   the connection is dropped too, so the next attempt goes where the sentinels point;
-    /// - the loss is younger than [`REPLICA_LOSS_GRACE`], unless this client has never seen
+    /// - the loss is younger than the replica loss grace (see
+    ///   [`ClientBuilder::replica_loss_grace`](crate::ClientBuilder::replica_loss_grace)), unless this client has never seen
     ///   that primary with a replica (a primary just promoted by a failover starts without
     ///   one, and the sentinels vouch for it).
     ///
@@ -269,7 +270,7 @@ impl Inner {
             }
         };
         match lost_for {
-            Some(lost_for) if lost_for < REPLICA_LOSS_GRACE => Ok(Decision::Undo),
+            Some(lost_for) if lost_for < self.config.replica_loss_grace => Ok(Decision::Undo),
             Some(lost_for) => {
                 tracing::warn!(
                     slot,

@@ -364,7 +364,12 @@ async fn required_replica_sync_waits_on_the_shard_that_owns_the_lock() {
 async fn auto_replica_sync_is_decided_per_shard() {
     let mut cluster = RedisCluster::spawn(3, 1);
     let shards = shards(&cluster, "auto");
-    let client = Client::connect(url(&cluster)).await.unwrap();
+    let grace = Duration::from_secs(1);
+    let client = Client::builder(url(&cluster))
+        .replica_loss_grace(grace)
+        .connect()
+        .await
+        .unwrap();
     assert_eq!(
         client.replica_sync(),
         Some((1, Duration::from_secs(1))),
@@ -395,12 +400,25 @@ async fn auto_replica_sync_is_decided_per_shard() {
         assert_eq!(*waited, primary, "node {i} (a primary: {primary})");
     }
 
-    // One shard loses its replica: after one acquire there finds it gone (the grant stands),
-    // that shard (every slot of it) stops waiting, the others go on waiting.
+    // One shard loses its replica. A primary that loses every replica at once may be a
+    // demoted one (a failover): its grants are undone for the grace period, then the loss is
+    // taken for real; that shard (every slot of it) stops waiting, the others go on waiting.
     let (lost, kept) = shards.split_first().unwrap();
     cluster.kill(lost.replica);
     let primary = &cluster.nodes()[lost.primary];
     primary.wait_until_replicas(0, Duration::from_secs(10));
+    let refused = client
+        .lock(lost.names[0].as_str())
+        .lock()
+        .await
+        .unwrap_err();
+    assert!(refused.is_not_replicated(), "{refused}");
+    assert!(!client
+        .lock(lost.names[0].as_str())
+        .is_locked()
+        .await
+        .unwrap());
+    tokio::time::sleep(grace).await;
     let guard = client.lock(lost.names[0].as_str()).lock().await.unwrap();
     guard.unlock().await.unwrap();
     let waited = waits_for(&client, &cluster, &[lost.names[0].as_str()]).await;
