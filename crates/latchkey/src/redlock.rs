@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -39,6 +39,13 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// How many attempts in a row may get answers from fewer than a majority of the nodes before
 /// an acquire gives up with [`Error::QuorumUnavailable`].
 const UNAVAILABLE_ATTEMPTS: u32 = 3;
+
+/// The first delay before a node marked down is probed again; it doubles after every failed
+/// probe, up to [`PROBE_MAX_DELAY`] (each delay random between ½ and 1½ times it).
+const PROBE_FIRST_DELAY: Duration = Duration::from_millis(100);
+
+/// The longest delay between two probes of a node marked down.
+const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// A lock over N independent Redis servers (N odd, at least 3), granted when a majority of them
 /// grant it: the RedLock algorithm.
@@ -127,19 +134,44 @@ pub struct RedLock {
 }
 
 struct RedLockInner {
+    /// The user's name (each node's keys follow its client's namespace).
     name: String,
     nodes: Vec<Node>,
     quorum: usize,
     per_node_timeout: Duration,
     retry_delay: Duration,
     fencing: bool,
+    /// Cancelled when the last handle (and guard) is dropped: stops the node probes.
+    closed: CancellationToken,
+}
+
+impl Drop for RedLockInner {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 struct Node {
     client: Client,
+    /// The lock hash on this node: `<namespace>:<name>` or `<name>`.
     key: Arc<str>,
     token_key: Arc<str>,
     channel: Arc<str>,
+    health: Mutex<Health>,
+}
+
+/// Whether a node is known down (its last request could not reach it), and whether a probe is
+/// running to find it up again. One mutex, so that a node marked down always has a probe.
+#[derive(Default)]
+struct Health {
+    down: bool,
+    probing: bool,
+}
+
+impl Node {
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl fmt::Debug for RedLock {
@@ -267,18 +299,31 @@ impl RedLockBuilder {
                 format!("{:?} is out of range; use at most 1 hour", self.retry_delay),
             ));
         }
-        let keys = LockKeys::new(&self.name);
-        let key: Arc<str> = Arc::from(keys.key);
-        let token_key: Arc<str> = Arc::from(keys.token);
-        let channel: Arc<str> = Arc::from(keys.channel);
+        let namespace = self.clients[0].namespace();
+        if let Some(other) = self.clients.iter().find(|c| c.namespace() != namespace) {
+            return Err(Error::invalid(
+                "redlock nodes",
+                format!(
+                    "the nodes' clients have different namespaces ({} and {}), so the lock would \
+                     have a different key on each node; give every node's client the same namespace",
+                    namespace_label(namespace),
+                    namespace_label(other.namespace()),
+                ),
+            ));
+        }
         let nodes = self
             .clients
             .into_iter()
-            .map(|client| Node {
-                client,
-                key: key.clone(),
-                token_key: token_key.clone(),
-                channel: channel.clone(),
+            .map(|client| {
+                // The same rule as `Client::lock`: the key follows the client's namespace.
+                let keys = LockKeys::new(&client.object_name(&self.name));
+                Node {
+                    client,
+                    key: Arc::from(keys.key),
+                    token_key: Arc::from(keys.token),
+                    channel: Arc::from(keys.channel),
+                    health: Mutex::new(Health::default()),
+                }
             })
             .collect();
         Ok(RedLock {
@@ -289,8 +334,17 @@ impl RedLockBuilder {
                 per_node_timeout: self.per_node_timeout,
                 retry_delay: self.retry_delay,
                 fencing: self.fencing,
+                closed: CancellationToken::new(),
             }),
         })
+    }
+}
+
+/// A namespace for an error message.
+fn namespace_label(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("`{ns}`"),
+        None => "none".to_owned(),
     }
 }
 
@@ -312,19 +366,36 @@ fn node_address(url: &str) -> Result<String> {
 
 /// What one node answered to the acquire script.
 enum NodeReply {
-    Granted { counter: u64 },
+    Granted {
+        counter: u64,
+    },
     Held,
     Failed(Error),
+    /// Not asked: the node is known down (a failed vote; it holds nothing from this attempt).
+    Skipped,
 }
 
 enum Attempt {
     Granted(RedLockGuard),
     /// Enough nodes answered, but not enough granted (or time ran out): retry.
-    Busy,
+    Busy {
+        unreleased: Vec<usize>,
+    },
     /// Fewer nodes than a majority answered.
     Unavailable {
         granted: usize,
+        unreleased: Vec<usize>,
     },
+}
+
+/// What a release on several nodes found.
+struct Released {
+    /// How many nodes released a hold of the owner.
+    released: usize,
+    /// How many nodes answered.
+    answered: usize,
+    /// The nodes that did not answer: a hold may be left there (it expires with its lease).
+    unanswered: Vec<usize>,
 }
 
 impl RedLock {
@@ -520,17 +591,24 @@ impl RedLock {
         let inner = &self.inner;
         // One owner for the whole call: a late grant of an earlier attempt is simply kept.
         let owner: Arc<str> = Arc::from(inner.nodes[0].client.next_owner());
+        // Nodes where an earlier attempt's release went unanswered: a hold of `owner` may be
+        // there, so the guard releases them too.
+        let mut unreleased: Vec<usize> = Vec::new();
         let mut unavailable = 0;
         loop {
             let redlock = self.clone();
             let attempt_owner = owner.clone();
+            let earlier = unreleased.clone();
             let attempt = detached(Box::pin(async move {
-                redlock.attempt(attempt_owner, lease).await
+                redlock.attempt(attempt_owner, lease, earlier).await
             }))
             .await??;
-            match attempt {
+            let more = match attempt {
                 Attempt::Granted(guard) => return Ok(Some(guard)),
-                Attempt::Unavailable { granted } => {
+                Attempt::Unavailable {
+                    granted,
+                    unreleased,
+                } => {
                     unavailable += 1;
                     // A stall can make live nodes miss one short per-node timeout; nodes that
                     // miss several attempts in a row are down.
@@ -543,8 +621,17 @@ impl RedLock {
                             quorum: inner.quorum,
                         });
                     }
+                    unreleased
                 }
-                Attempt::Busy => unavailable = 0,
+                Attempt::Busy { unreleased } => {
+                    unavailable = 0;
+                    unreleased
+                }
+            };
+            for i in more {
+                if !unreleased.contains(&i) {
+                    unreleased.push(i);
+                }
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -571,13 +658,59 @@ impl RedLock {
         }
     }
 
-    /// One attempt on every node; run in its own task by [`RedLock::acquire`].
-    async fn attempt(&self, owner: Arc<str>, lease: Lease) -> Result<Attempt> {
+    /// Which nodes an attempt asks: every node not known down, or every node when those are
+    /// fewer than a majority (then the attempt cannot succeed without a down node, and asking
+    /// it costs nothing a failed attempt would not).
+    fn nodes_to_ask(&self) -> Vec<bool> {
         let inner = &self.inner;
+        let ask: Vec<bool> = inner.nodes.iter().map(|n| !n.health().down).collect();
+        if ask.iter().filter(|&&a| a).count() >= inner.quorum {
+            ask
+        } else {
+            vec![true; inner.nodes.len()]
+        }
+    }
+
+    /// Notes what a request to node `i` found: a node that could not be reached is marked
+    /// down (skipped by the next attempts, and probed in the background until it answers);
+    /// a node that answered is up.
+    fn note(&self, i: usize, outcome: std::result::Result<(), &Error>) {
+        let node = &self.inner.nodes[i];
+        match outcome {
+            Err(Error::Unreachable { .. }) => {
+                let mut health = node.health();
+                if !health.down {
+                    tracing::warn!(node = i, lock = %self.inner.name, "redlock node unreachable; skipping it until a probe finds it up");
+                }
+                health.down = true;
+                if !health.probing {
+                    health.probing = true;
+                    drop(health);
+                    tokio::spawn(probe(
+                        Arc::downgrade(&self.inner),
+                        i,
+                        self.inner.closed.clone(),
+                    ));
+                }
+            }
+            Err(_) => {}
+            Ok(()) => node.health().down = false,
+        }
+    }
+
+    /// One attempt on every node (but those skipped, see [`RedLock::nodes_to_ask`]); run in its
+    /// own task by [`RedLock::acquire`]. `earlier` are nodes where earlier attempts of the same
+    /// acquire may have left a hold.
+    async fn attempt(&self, owner: Arc<str>, lease: Lease, earlier: Vec<usize>) -> Result<Attempt> {
+        let inner = &self.inner;
+        let ask = self.nodes_to_ask();
         let start = Instant::now();
-        let requests = inner.nodes.iter().map(|node| {
+        let requests = inner.nodes.iter().zip(&ask).map(|(node, &ask)| {
             let owner = &owner;
             async move {
+                if !ask {
+                    return NodeReply::Skipped;
+                }
                 let mut invocation = REDLOCK_ACQUIRE.prepare_invoke();
                 invocation
                     .key(&*node.key)
@@ -617,20 +750,37 @@ impl RedLock {
         for (i, reply) in replies.into_iter().enumerate() {
             match reply {
                 NodeReply::Granted { counter } => {
+                    self.note(i, Ok(()));
                     granted.push((i, counter));
                     answered += 1;
                 }
-                NodeReply::Held => answered += 1,
+                NodeReply::Held => {
+                    self.note(i, Ok(()));
+                    answered += 1;
+                }
+                NodeReply::Skipped => {}
                 NodeReply::Failed(e) if e.is_wrong_type() => {
+                    self.note(i, Ok(()));
                     wrong_type.get_or_insert(e);
                 }
                 NodeReply::Failed(e) => {
+                    self.note(i, Err(&e));
                     tracing::debug!(node = i, error = %e.chain(), lock = %inner.name, "redlock node failed");
                 }
             }
         }
+        // Where a hold of `owner` may be: every node asked now (one that did not answer may
+        // have granted late), and those an earlier attempt could not release. Never a node
+        // only skipped: it was sent nothing.
+        let mut reached: Vec<usize> = (0..inner.nodes.len()).filter(|&i| ask[i]).collect();
+        for i in earlier {
+            if !reached.contains(&i) {
+                reached.push(i);
+            }
+        }
+        reached.sort_unstable();
         if let Some(e) = wrong_type {
-            self.release_all(&owner).await;
+            self.release_all(&owner, &reached).await;
             return Err(e);
         }
 
@@ -667,20 +817,23 @@ impl RedLock {
                 owner,
                 lease,
                 &granted,
+                reached,
                 start,
                 valid_until,
                 fencing_token,
             )));
         }
 
-        // Failed: undo every grant, on every node (a node that did not answer may have granted).
-        self.release_all(&owner).await;
+        // Failed: undo every grant, on every node reached (a node that did not answer may
+        // have granted).
+        let unreleased = self.release_all(&owner, &reached).await.unanswered;
         if answered < inner.quorum {
             Ok(Attempt::Unavailable {
                 granted: granted.len(),
+                unreleased,
             })
         } else {
-            Ok(Attempt::Busy)
+            Ok(Attempt::Busy { unreleased })
         }
     }
 
@@ -716,11 +869,13 @@ impl RedLock {
     }
 
     /// Registers the hold with the watchdog of every granting node and makes the guard.
+    #[allow(clippy::too_many_arguments)]
     fn grant(
         &self,
         owner: Arc<str>,
         lease: Lease,
         granted: &[(usize, u64)],
+        reached: Vec<usize>,
         sent_at: Instant,
         valid_until: Instant,
         fencing_token: Option<u64>,
@@ -755,6 +910,7 @@ impl RedLock {
             redlock: self.clone(),
             owner,
             holds,
+            reached,
             lease,
             fencing_token,
             valid_until,
@@ -762,10 +918,11 @@ impl RedLock {
         }
     }
 
-    /// Sends the release script to every node in parallel; returns (released, answered).
-    async fn release_all(&self, owner: &str) -> (usize, usize) {
+    /// Sends the release script to the nodes `nodes` in parallel.
+    async fn release_all(&self, owner: &str, nodes: &[usize]) -> Released {
         let inner = &self.inner;
-        let requests = inner.nodes.iter().map(|node| async move {
+        let requests = nodes.iter().map(|&i| async move {
+            let node = &inner.nodes[i];
             let mut invocation = REDLOCK_RELEASE.prepare_invoke();
             invocation
                 .key(&*node.key)
@@ -773,7 +930,8 @@ impl RedLock {
                 .arg(owner)
                 .arg(UNLOCK_MESSAGE)
                 .arg(node.client.inner.conn.publish_command());
-            node.client
+            let reply = node
+                .client
                 .inner
                 .conn
                 .script_within::<i64>(
@@ -782,12 +940,25 @@ impl RedLock {
                     &inner.name,
                     inner.per_node_timeout,
                 )
-                .await
+                .await;
+            (i, reply)
         });
-        let replies = join_all(requests).await;
-        let released = replies.iter().filter(|r| matches!(r, Ok(1))).count();
-        let answered = replies.iter().filter(|r| r.is_ok()).count();
-        (released, answered)
+        let mut out = Released {
+            released: 0,
+            answered: 0,
+            unanswered: Vec::new(),
+        };
+        for (i, reply) in join_all(requests).await {
+            self.note(i, reply.as_ref().map(|_| ()));
+            match reply {
+                Ok(n) => {
+                    out.answered += 1;
+                    out.released += usize::from(n == 1);
+                }
+                Err(_) => out.unanswered.push(i),
+            }
+        }
+        out
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
@@ -802,6 +973,45 @@ impl RedLock {
             context: "releasing a redlock",
             release: None,
         }
+    }
+}
+
+/// Probes node `i` of a RedLock marked down, with growing delays, until it answers (then it
+/// is used again) or the RedLock is dropped. Holds only a weak reference while it sleeps.
+async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
+    let mut delay = PROBE_FIRST_DELAY;
+    loop {
+        let base = delay.as_micros() as u64;
+        let sleep = Duration::from_micros(rand::random_range(base / 2..=base + base / 2));
+        tokio::select! {
+            _ = closed.cancelled() => return,
+            _ = tokio::time::sleep(sleep) => {}
+        }
+        let Some(inner) = lock.upgrade() else { return };
+        let node = &inner.nodes[i];
+        {
+            let mut health = node.health();
+            if !health.down {
+                // An attempt found it up meanwhile.
+                health.probing = false;
+                return;
+            }
+        }
+        let reply: Result<redis::Value> = node
+            .client
+            .inner
+            .conn
+            .query(&redis::cmd("PING"), "probing a redlock node", &inner.name)
+            .await;
+        // Any answer, even an error reply, means the server is there again.
+        if !matches!(&reply, Err(e) if e.is_connection()) {
+            let mut health = node.health();
+            health.down = false;
+            health.probing = false;
+            tracing::info!(node = i, lock = %inner.name, "redlock node answers again");
+            return;
+        }
+        delay = (delay * 2).min(PROBE_MAX_DELAY);
     }
 }
 
@@ -851,6 +1061,9 @@ pub struct RedLockGuard {
     owner: Arc<str>,
     /// (node index, hold, ticket) of every node that granted the lock.
     holds: Vec<(usize, HoldKey, Ticket)>,
+    /// Every node where a hold of `owner` may be: those the granting attempt asked, and those
+    /// where an earlier attempt's release went unanswered (not the nodes skipped as down).
+    reached: Vec<usize>,
     lease: Lease,
     fencing_token: Option<u64>,
     valid_until: Instant,
@@ -978,8 +1191,13 @@ impl RedLockGuard {
         self.stop_renewals();
         let redlock = self.redlock.clone();
         let owner = self.owner.clone();
-        let (released, answered) =
-            detached(Box::pin(async move { redlock.release_all(&owner).await })).await?;
+        let reached = std::mem::take(&mut self.reached);
+        let Released {
+            released, answered, ..
+        } = detached(Box::pin(async move {
+            redlock.release_all(&owner, &reached).await
+        }))
+        .await?;
         let inner = &self.redlock.inner;
         if released >= inner.quorum {
             Ok(())
@@ -1003,8 +1221,9 @@ impl Drop for RedLockGuard {
             return;
         }
         self.stop_renewals();
-        // Every node, not only those that granted: a late grant is undone too.
-        for node in &self.redlock.inner.nodes {
+        // Every node reached, not only those that granted: a late grant is undone too.
+        for &i in &self.reached {
+            let node = &self.redlock.inner.nodes[i];
             let _ = node
                 .client
                 .inner
