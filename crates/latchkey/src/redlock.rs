@@ -51,26 +51,49 @@ const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 /// grant it: the RedLock algorithm.
 ///
 /// Made by [`RedLock::new`] or [`RedLock::builder`] from one [`Client`] per server. On each node
-/// the lock is a Redisson `RLock` hash at key `name` (field: a new owner id per acquire), so it
-/// excludes Redisson's `RedissonRedLock` over `RLock`s of the same name, and latchkey
-/// [`Lock`](crate::Lock)s of that name on those servers.
+/// the lock is a Redisson `RLock` hash (field: a new owner id per acquire) at the key
+/// [`Client::lock`] would use: `name`, or `<namespace>:<name>` when the clients have a
+/// [namespace](crate::ClientBuilder::namespace) (every node's client must have the same one).
+/// So it excludes Redisson's `RedissonRedLock` over `RLock`s of that key, and latchkey
+/// [`Lock`](crate::Lock)s of that name on those servers, while two namespaces' RedLocks of one
+/// name do not meet.
+///
+/// # Starting with a node down
+///
+/// Build the nodes with [`ClientBuilder::connect_lazy`](crate::ClientBuilder::connect_lazy):
+/// it makes a client without connecting (each connects on first use, and again after a
+/// failure), so a service starts while a minority of the nodes is down, locks with the majority
+/// from its first call, and uses a node again once it is up. ([`Client::connect`] fails while
+/// its server is down.)
 ///
 /// # How an acquire works
 ///
-/// 1. The acquire script is sent to **every node in parallel**, each answer bounded by the
-///    per-node timeout (default [`DEFAULT_PER_NODE_TIMEOUT`]), so a dead or stalled node costs at
-///    most that long.
+/// 1. The acquire script is sent to **every node in parallel** (but those known down, see
+///    below), each answer bounded by the per-node timeout (default
+///    [`DEFAULT_PER_NODE_TIMEOUT`]), so a stalled node costs at most that long.
 /// 2. It succeeds when at least `N/2 + 1` nodes granted it (and, with fencing, confirmed the
 ///    fencing token) and time is left: the validity is
 ///    `TTL − elapsed − drift`, with `drift = TTL/100 + 2 ms` and `elapsed` measured on the
 ///    monotonic clock from before the first request to after the last answer.
-/// 3. Otherwise the lock is released on **all** nodes (including those that did not answer:
-///    a late grant is undone), and the acquire retries after a random delay
+/// 3. Otherwise the lock is released on **every node asked** (including those that did not
+///    answer: a late grant is undone), and the acquire retries after a random delay
 ///    (between ½ and 1½ times the retry delay), so that competing clients fall out of step.
 ///    When fewer than a majority of the nodes *answered at all* in 3 attempts in a row (or in
 ///    the last attempt before the wait ran out), it stops with [`Error::QuorumUnavailable`]:
-///    waiting does not bring dead servers back. Dead servers refuse connections at once, so
-///    this takes a few retry delays; stalled ones take 3 per-node timeouts.
+///    waiting does not bring dead servers back. That takes a few retry delays when the servers
+///    refuse connections, 3 per-node timeouts when they stall.
+///
+/// **Nodes known down.** A node whose last request could not reach it (connection refused,
+/// reset or closed: [`Error::Unreachable`]) is marked down. Attempts skip it at once — it
+/// counts as a node that did not grant, so it can never help make a quorum — while a background
+/// probe `PING`s it with growing delays (100 ms doubling to 2 s, stopping when the RedLock and
+/// its guards are dropped); once it answers, attempts ask it again. A skipped node was sent
+/// nothing, so it holds nothing from that attempt and the release skips it too. Nodes are
+/// skipped only while the others are a majority: otherwise every node is asked, since the
+/// attempt cannot succeed without a down one. A node that does not answer in time is *not*
+/// marked down (it may be stalled and grant late), so it keeps costing the per-node timeout.
+/// The marks belong to the `RedLock` and its clones: build one per name and clone it, rather
+/// than building a new one for every acquire.
 ///
 /// With the default lease the hold is renewed by each node's client watchdog, on every node that
 /// granted it; [`RedLockGuard::lost`] fires once fewer than a majority still hold it.
@@ -117,7 +140,8 @@ const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 ///
 /// let mut clients = Vec::new();
 /// for url in ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"] {
-///     clients.push(Client::connect(url).await?);
+///     // Lazy: the service starts even if one of them is down.
+///     clients.push(Client::builder(url).connect_lazy()?);
 /// }
 /// let lock = RedLock::new("reports:nightly", clients)?;
 ///
@@ -184,6 +208,7 @@ impl fmt::Debug for RedLock {
             .field("per_node_timeout", &inner.per_node_timeout)
             .field("retry_delay", &inner.retry_delay)
             .field("fencing", &inner.fencing)
+            .field("down_nodes", &self.down_nodes())
             .finish()
     }
 }
@@ -253,8 +278,8 @@ impl RedLockBuilder {
     ///
     /// [`Error::InvalidArgument`] for a bad name, fewer than 3 nodes, an even number of nodes,
     /// two clients for the same server address (`host:port`, whatever the database; names are
-    /// compared as written, so `localhost` and `127.0.0.1` are not recognised as the same), or
-    /// timeouts out of range.
+    /// compared as written, so `localhost` and `127.0.0.1` are not recognised as the same),
+    /// clients with different namespaces, or timeouts out of range.
     pub fn build(self) -> Result<RedLock> {
         check_name(&self.name)?;
         let n = self.clients.len();
@@ -434,7 +459,8 @@ impl RedLock {
         }
     }
 
-    /// The lock's name (its key on every node).
+    /// The lock's name as given. Its key on every node follows the clients' namespace:
+    /// `<namespace>:<name>`, or `name` without one.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -447,6 +473,29 @@ impl RedLock {
     /// How many nodes must grant the lock: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
         self.inner.quorum
+    }
+
+    /// The indexes (in the order the clients were given) of the nodes known down right now:
+    /// the last request could not reach them, and a background probe has not found them up
+    /// yet. Attempts skip them while the other nodes are a majority (see [`RedLock`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// for i in lock.down_nodes() {
+    ///     eprintln!("redlock node {i} is down");
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn down_nodes(&self) -> Vec<usize> {
+        (self.inner.nodes.iter().enumerate())
+            .filter(|(_, node)| node.health().down)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Acquires the lock on a majority of the nodes, retrying as long as it is busy. The lease
@@ -1051,7 +1100,8 @@ fn deadline_after(wait: Duration) -> Result<Instant> {
 }
 
 /// A [`RedLock`] held on a majority of its nodes. Releasing it (explicitly with
-/// [`RedLockGuard::unlock`], or by dropping it) releases it on every node.
+/// [`RedLockGuard::unlock`], or by dropping it) releases it on every node where it may be held:
+/// every node the acquire asked (not only those that granted), but no node it skipped as down.
 ///
 /// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
 /// releases are handed to the clients' background tasks.
@@ -1164,11 +1214,12 @@ impl RedLockGuard {
         }
     }
 
-    /// Releases the lock on every node now (in parallel, each bounded by the per-node timeout).
+    /// Releases the lock now on every node where it may be held (every node the acquire asked;
+    /// see [`RedLockGuard`]), in parallel, each bounded by the per-node timeout.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it completes still releases the lock on every node: the
+    /// Dropping the future before it completes still releases the lock on those nodes: the
     /// releases run in their own task.
     ///
     /// # Errors

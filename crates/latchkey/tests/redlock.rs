@@ -440,6 +440,7 @@ async fn starts_with_one_node_down_locks_with_the_quorum_and_uses_the_node_once_
         started.elapsed()
     );
     assert_eq!(guard.nodes(), vec![0, 2]);
+    assert_eq!(lock.down_nodes(), vec![1]);
     assert_eq!(held_on(&servers, "start-down").await, [true, false, true]);
     guard.unlock().await.unwrap();
     assert_eq!(held_on(&servers, "start-down").await, [false, false, false]);
@@ -481,6 +482,7 @@ async fn a_refusing_node_is_skipped_without_waiting_for_the_per_node_timeout() {
     proxy.drop_connections();
     let guard = lock.lock().await.unwrap();
     assert_eq!(guard.nodes(), vec![0, 2]);
+    assert_eq!(lock.down_nodes(), vec![1]);
     guard.unlock().await.unwrap();
 
     // Now anything sent to it would hang: asking it would cost the 5 s per-node timeout (the
@@ -490,7 +492,11 @@ async fn a_refusing_node_is_skipped_without_waiting_for_the_per_node_timeout() {
     proxy.refuse(false);
     for _ in 0..3 {
         let started = Instant::now();
-        let guard = lock.lock().await.unwrap();
+        // Were the node asked, no attempt could finish within the 1 s lease: a hang guard.
+        let guard = tokio::time::timeout(Duration::from_secs(20), lock.lock())
+            .await
+            .expect("the down node was asked")
+            .unwrap();
         assert_eq!(guard.nodes(), vec![0, 2]);
         guard.unlock().await.unwrap();
         assert!(
@@ -515,6 +521,7 @@ async fn a_refusing_node_is_skipped_without_waiting_for_the_per_node_timeout() {
         .await,
         "the node is used again"
     );
+    assert!(lock.down_nodes().is_empty());
 }
 
 #[tokio::test]
@@ -533,6 +540,7 @@ async fn with_a_majority_down_nothing_is_skipped_and_there_is_no_quorum() {
     }
     let mut conn = servers[0].conn().await;
     assert!(!conn.exists::<_, bool>("majority-refused").await.unwrap());
+    assert_eq!(lock.down_nodes(), vec![0, 2]);
 }
 
 #[tokio::test]
