@@ -252,7 +252,8 @@ impl fmt::Debug for RedLockBuilder {
 impl RedLockBuilder {
     /// How long one node may take to answer one request before it counts as failed (default
     /// [`DEFAULT_PER_NODE_TIMEOUT`]). Keep it much shorter than the lease: it bounds the time a
-    /// dead node costs every acquire. Between 1 ms and 1 hour.
+    /// stalled or unreachable node costs an acquire (a node found unreachable is then skipped
+    /// until a probe finds it up, see [`RedLock`]). Between 1 ms and 1 hour.
     pub fn per_node_timeout(mut self, timeout: Duration) -> RedLockBuilder {
         self.per_node_timeout = timeout;
         self
