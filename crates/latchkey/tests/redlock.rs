@@ -544,6 +544,42 @@ async fn with_a_majority_down_nothing_is_skipped_and_there_is_no_quorum() {
 }
 
 #[tokio::test]
+async fn the_probe_of_a_down_node_runs_while_the_lock_lives_and_stops_with_it() {
+    let servers = RedisServers::spawn(2);
+    let port = free_port();
+    let nodes = vec![
+        lazy_client(&servers[0].url()),
+        lazy_client(&format!("redis://127.0.0.1:{port}")),
+        lazy_client(&servers[1].url()),
+    ];
+    let lock = redlock("probed", nodes);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(lock.down_nodes(), vec![1]);
+    // Something listens on the port now (and never answers): the probe connects to it.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (probe, _) = tokio::time::timeout(Duration::from_secs(15), listener.accept())
+        .await
+        .expect("the down node is probed")
+        .unwrap();
+    drop(probe);
+    // Dropping the lock (the last owner of the clients) stops the probe. Connections already
+    // on their way are let through first.
+    drop(lock);
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(1500), listener.accept()).await
+    {
+    }
+    // Probes are at most 3 s apart (2 s ± half); none comes in twice that.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(6), listener.accept())
+            .await
+            .is_err(),
+        "a probe outlived its lock"
+    );
+}
+
+#[tokio::test]
 async fn two_namespaces_hold_redlocks_of_one_name_at_once() {
     let servers = RedisServers::spawn(3);
     let mut tenants = Vec::new();
