@@ -834,6 +834,11 @@ impl ClientBuilder {
     /// password is reported there; a lazy client reports them at its first command (as
     /// [`Error::Unreachable`], [`Error::Timeout`] or [`Error::AuthFailed`]).
     ///
+    /// While its server cannot be reached, each command makes one connection attempt and fails
+    /// with [`Error::Unreachable`] as soon as it is refused, rather than waiting for reconnection
+    /// retries as a connected client's commands do: a RedLock learns at once that the node is
+    /// down.
+    ///
     /// Only single servers (`redis://`, `rediss://`) can be lazy. [`ReplicaSync::Auto`] cannot
     /// ask a server that is not there whether it has replicas, so a lazy client waits for
     /// replicas only with [`ReplicaSync::Require`].
@@ -885,12 +890,13 @@ impl ClientBuilder {
                 ),
             });
         };
-        // The same settings as a connected client's manager (see `connect_conn`).
+        // As a connected client's manager (see `connect_conn`), but without connection
+        // retries: a command on an unreachable server fails at once with that error, instead of
+        // waiting out the retry delays (up to the command or per-node timeout, as a `Timeout`).
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.command_timeout + self.longest_replica_wait() * 2))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
+            .set_number_of_retries(0);
         let manager = ConnectionManager::new_lazy_with_config((**server).clone(), manager_config)
             .map_err(|e| Error::Config {
             reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
