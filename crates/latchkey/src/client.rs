@@ -899,6 +899,94 @@ fn whole_name_hash_tag(name: &str) -> Option<&str> {
     (!tag.contains('{')).then_some(tag)
 }
 
+/// Lazy clients (RedLock nodes that may be down when a service starts).
+impl ClientBuilder {
+    /// Makes the client **without connecting**: the connection is made on first use and made
+    /// again after it fails, so a client can be built while its server is down. Sends nothing.
+    ///
+    /// This is how to build the nodes of a [`RedLock`](crate::RedLock): a service can start
+    /// with a minority of the nodes down and lock with the majority from its first call; a node
+    /// that comes up later is used again (see [`RedLock`](crate::RedLock)). With
+    /// [`ClientBuilder::connect`] a down server fails at once instead, and a wrong address or
+    /// password is reported there; a lazy client reports them at its first command (as
+    /// [`Error::Unreachable`], [`Error::Timeout`] or [`Error::AuthFailed`]).
+    ///
+    /// While its server cannot be reached, each command makes one connection attempt and fails
+    /// with [`Error::Unreachable`] as soon as it is refused, rather than waiting for reconnection
+    /// retries as a connected client's commands do: a RedLock learns at once that the node is
+    /// down.
+    ///
+    /// Only single servers (`redis://`, `rediss://`) can be lazy. [`ReplicaSync::Auto`] cannot
+    /// ask a server that is not there whether it has replicas, so a lazy client waits for
+    /// replicas only with [`ReplicaSync::Require`].
+    ///
+    /// Must be called within a Tokio runtime: it starts the client's background tasks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for bad settings; [`Error::Config`] for an unusable URL, a
+    /// Sentinel or Cluster URL, or a call outside a Tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// use latchkey::{Client, RedLock};
+    ///
+    /// let mut nodes = Vec::new();
+    /// for url in ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"] {
+    ///     nodes.push(Client::builder(url).connect_lazy()?); // succeeds with a node down
+    /// }
+    /// let guard = RedLock::new("reports:nightly", nodes)?.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connect_lazy(self) -> Result<Client> {
+        self.validate()?;
+        let topology = Topology::parse(&self.url)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::Config {
+                reason: "`connect_lazy` was called outside a Tokio runtime; call it from async \
+                         code or within `Runtime::enter`"
+                    .to_owned(),
+            });
+        }
+        if self.url.starts_with("rediss") || self.tls_root.is_some() {
+            // As in `connect`: the driver's rustls needs a process-wide crypto provider.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let target = self.target(&topology)?;
+        let Target::Fixed(server) = &target else {
+            return Err(Error::Config {
+                reason: format!(
+                    "`{}` is not a single server; only `redis://` and `rediss://` clients can be \
+                     lazy, use `connect` for Sentinel and Cluster",
+                    redact(&self.url)
+                ),
+            });
+        };
+        // As a connected client's manager (see `connect_conn`), but without connection
+        // retries: a command on an unreachable server fails at once with that error, instead of
+        // waiting out the retry delays (up to the command or per-node timeout, as a `Timeout`).
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.command_timeout + self.longest_replica_wait() * 2))
+            .set_number_of_retries(0);
+        let manager = ConnectionManager::new_lazy_with_config((**server).clone(), manager_config)
+            .map_err(|e| Error::Config {
+            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
+        })?;
+        let conn = Conn::single(manager, self.command_timeout);
+        let replica_sync = match self.replica_sync {
+            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
+            ReplicaSync::Auto | ReplicaSync::Off => None,
+        };
+        Ok(Client::start(self, conn, target, replica_sync, Vec::new()))
+    }
+}
+
 /// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
 pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
     if lease < Duration::from_millis(1) {

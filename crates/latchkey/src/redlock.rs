@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -40,30 +40,60 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// an acquire gives up with [`Error::QuorumUnavailable`].
 const UNAVAILABLE_ATTEMPTS: u32 = 3;
 
+/// The first delay before a node marked down is probed again; it doubles after every failed
+/// probe, up to [`PROBE_MAX_DELAY`] (each delay random between ½ and 1½ times it).
+const PROBE_FIRST_DELAY: Duration = Duration::from_millis(100);
+
+/// The longest delay between two probes of a node marked down.
+const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
+
 /// A lock over N independent Redis servers (N odd, at least 3), granted when a majority of them
 /// grant it: the RedLock algorithm.
 ///
 /// Made by [`RedLock::new`] or [`RedLock::builder`] from one [`Client`] per server. On each node
-/// the lock is a Redisson `RLock` hash at key `name` (field: a new owner id per acquire), so it
-/// excludes Redisson's `RedissonRedLock` over `RLock`s of the same name, and latchkey
-/// [`Lock`](crate::Lock)s of that name on those servers.
+/// the lock is a Redisson `RLock` hash (field: a new owner id per acquire) at the key
+/// [`Client::lock`] would use: `name`, or `<namespace>:<name>` when the clients have a
+/// [namespace](crate::ClientBuilder::namespace) (every node's client must have the same one).
+/// So it excludes Redisson's `RedissonRedLock` over `RLock`s of that key, and latchkey
+/// [`Lock`](crate::Lock)s of that name on those servers, while two namespaces' RedLocks of one
+/// name do not meet.
+///
+/// # Starting with a node down
+///
+/// Build the nodes with [`ClientBuilder::connect_lazy`](crate::ClientBuilder::connect_lazy):
+/// it makes a client without connecting (each connects on first use, and again after a
+/// failure), so a service starts while a minority of the nodes is down, locks with the majority
+/// from its first call, and uses a node again once it is up. ([`Client::connect`] fails while
+/// its server is down.)
 ///
 /// # How an acquire works
 ///
-/// 1. The acquire script is sent to **every node in parallel**, each answer bounded by the
-///    per-node timeout (default [`DEFAULT_PER_NODE_TIMEOUT`]), so a dead or stalled node costs at
-///    most that long.
+/// 1. The acquire script is sent to **every node in parallel** (but those known down, see
+///    below), each answer bounded by the per-node timeout (default
+///    [`DEFAULT_PER_NODE_TIMEOUT`]), so a stalled node costs at most that long.
 /// 2. It succeeds when at least `N/2 + 1` nodes granted it (and, with fencing, confirmed the
 ///    fencing token) and time is left: the validity is
 ///    `TTL − elapsed − drift`, with `drift = TTL/100 + 2 ms` and `elapsed` measured on the
 ///    monotonic clock from before the first request to after the last answer.
-/// 3. Otherwise the lock is released on **all** nodes (including those that did not answer:
-///    a late grant is undone), and the acquire retries after a random delay
+/// 3. Otherwise the lock is released on **every node asked** (including those that did not
+///    answer: a late grant is undone), and the acquire retries after a random delay
 ///    (between ½ and 1½ times the retry delay), so that competing clients fall out of step.
 ///    When fewer than a majority of the nodes *answered at all* in 3 attempts in a row (or in
 ///    the last attempt before the wait ran out), it stops with [`Error::QuorumUnavailable`]:
-///    waiting does not bring dead servers back. Dead servers refuse connections at once, so
-///    this takes a few retry delays; stalled ones take 3 per-node timeouts.
+///    waiting does not bring dead servers back. That takes a few retry delays when the servers
+///    refuse connections, 3 per-node timeouts when they stall.
+///
+/// **Nodes known down.** A node whose last request could not reach it (connection refused,
+/// reset or closed: [`Error::Unreachable`]) is marked down. Attempts skip it at once — it
+/// counts as a node that did not grant, so it can never help make a quorum — while a background
+/// probe `PING`s it with growing delays (100 ms doubling to 2 s, stopping when the RedLock and
+/// its guards are dropped); once it answers, attempts ask it again. A skipped node was sent
+/// nothing, so it holds nothing from that attempt and the release skips it too. Nodes are
+/// skipped only while the others are a majority: otherwise every node is asked, since the
+/// attempt cannot succeed without a down one. A node that does not answer in time is *not*
+/// marked down (it may be stalled and grant late), so it keeps costing the per-node timeout.
+/// The marks belong to the `RedLock` and its clones: build one per name and clone it, rather
+/// than building a new one for every acquire.
 ///
 /// With the default lease the hold is renewed by each node's client watchdog, on every node that
 /// granted it; [`RedLockGuard::lost`] fires once fewer than a majority still hold it.
@@ -110,7 +140,8 @@ const UNAVAILABLE_ATTEMPTS: u32 = 3;
 ///
 /// let mut clients = Vec::new();
 /// for url in ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"] {
-///     clients.push(Client::connect(url).await?);
+///     // Lazy: the service starts even if one of them is down.
+///     clients.push(Client::builder(url).connect_lazy()?);
 /// }
 /// let lock = RedLock::new("reports:nightly", clients)?;
 ///
@@ -127,19 +158,44 @@ pub struct RedLock {
 }
 
 struct RedLockInner {
+    /// The user's name (each node's keys follow its client's namespace).
     name: String,
     nodes: Vec<Node>,
     quorum: usize,
     per_node_timeout: Duration,
     retry_delay: Duration,
     fencing: bool,
+    /// Cancelled when the last handle (and guard) is dropped: stops the node probes.
+    closed: CancellationToken,
+}
+
+impl Drop for RedLockInner {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 struct Node {
     client: Client,
+    /// The lock hash on this node: `<namespace>:<name>` or `<name>`.
     key: Arc<str>,
     token_key: Arc<str>,
     channel: Arc<str>,
+    health: Mutex<Health>,
+}
+
+/// Whether a node is known down (its last request could not reach it), and whether a probe is
+/// running to find it up again. One mutex, so that a node marked down always has a probe.
+#[derive(Default)]
+struct Health {
+    down: bool,
+    probing: bool,
+}
+
+impl Node {
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl fmt::Debug for RedLock {
@@ -152,6 +208,7 @@ impl fmt::Debug for RedLock {
             .field("per_node_timeout", &inner.per_node_timeout)
             .field("retry_delay", &inner.retry_delay)
             .field("fencing", &inner.fencing)
+            .field("down_nodes", &self.down_nodes())
             .finish()
     }
 }
@@ -195,7 +252,8 @@ impl fmt::Debug for RedLockBuilder {
 impl RedLockBuilder {
     /// How long one node may take to answer one request before it counts as failed (default
     /// [`DEFAULT_PER_NODE_TIMEOUT`]). Keep it much shorter than the lease: it bounds the time a
-    /// dead node costs every acquire. Between 1 ms and 1 hour.
+    /// stalled or unreachable node costs an acquire (a node found unreachable is then skipped
+    /// until a probe finds it up, see [`RedLock`]). Between 1 ms and 1 hour.
     pub fn per_node_timeout(mut self, timeout: Duration) -> RedLockBuilder {
         self.per_node_timeout = timeout;
         self
@@ -221,8 +279,8 @@ impl RedLockBuilder {
     ///
     /// [`Error::InvalidArgument`] for a bad name, fewer than 3 nodes, an even number of nodes,
     /// two clients for the same server address (`host:port`, whatever the database; names are
-    /// compared as written, so `localhost` and `127.0.0.1` are not recognised as the same), or
-    /// timeouts out of range.
+    /// compared as written, so `localhost` and `127.0.0.1` are not recognised as the same),
+    /// clients with different namespaces, or timeouts out of range.
     pub fn build(self) -> Result<RedLock> {
         check_name(&self.name)?;
         let n = self.clients.len();
@@ -267,18 +325,31 @@ impl RedLockBuilder {
                 format!("{:?} is out of range; use at most 1 hour", self.retry_delay),
             ));
         }
-        let keys = LockKeys::new(&self.name);
-        let key: Arc<str> = Arc::from(keys.key);
-        let token_key: Arc<str> = Arc::from(keys.token);
-        let channel: Arc<str> = Arc::from(keys.channel);
+        let namespace = self.clients[0].namespace();
+        if let Some(other) = self.clients.iter().find(|c| c.namespace() != namespace) {
+            return Err(Error::invalid(
+                "redlock nodes",
+                format!(
+                    "the nodes' clients have different namespaces ({} and {}), so the lock would \
+                     have a different key on each node; give every node's client the same namespace",
+                    namespace_label(namespace),
+                    namespace_label(other.namespace()),
+                ),
+            ));
+        }
         let nodes = self
             .clients
             .into_iter()
-            .map(|client| Node {
-                client,
-                key: key.clone(),
-                token_key: token_key.clone(),
-                channel: channel.clone(),
+            .map(|client| {
+                // The same rule as `Client::lock`: the key follows the client's namespace.
+                let keys = LockKeys::new(&client.object_name(&self.name));
+                Node {
+                    client,
+                    key: Arc::from(keys.key),
+                    token_key: Arc::from(keys.token),
+                    channel: Arc::from(keys.channel),
+                    health: Mutex::new(Health::default()),
+                }
             })
             .collect();
         Ok(RedLock {
@@ -289,8 +360,17 @@ impl RedLockBuilder {
                 per_node_timeout: self.per_node_timeout,
                 retry_delay: self.retry_delay,
                 fencing: self.fencing,
+                closed: CancellationToken::new(),
             }),
         })
+    }
+}
+
+/// A namespace for an error message.
+fn namespace_label(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("`{ns}`"),
+        None => "none".to_owned(),
     }
 }
 
@@ -312,19 +392,36 @@ fn node_address(url: &str) -> Result<String> {
 
 /// What one node answered to the acquire script.
 enum NodeReply {
-    Granted { counter: u64 },
+    Granted {
+        counter: u64,
+    },
     Held,
     Failed(Error),
+    /// Not asked: the node is known down (a failed vote; it holds nothing from this attempt).
+    Skipped,
 }
 
 enum Attempt {
     Granted(RedLockGuard),
     /// Enough nodes answered, but not enough granted (or time ran out): retry.
-    Busy,
+    Busy {
+        unreleased: Vec<usize>,
+    },
     /// Fewer nodes than a majority answered.
     Unavailable {
         granted: usize,
+        unreleased: Vec<usize>,
     },
+}
+
+/// What a release on several nodes found.
+struct Released {
+    /// How many nodes released a hold of the owner.
+    released: usize,
+    /// How many nodes answered.
+    answered: usize,
+    /// The nodes that did not answer: a hold may be left there (it expires with its lease).
+    unanswered: Vec<usize>,
 }
 
 impl RedLock {
@@ -363,7 +460,8 @@ impl RedLock {
         }
     }
 
-    /// The lock's name (its key on every node).
+    /// The lock's name as given. Its key on every node follows the clients' namespace:
+    /// `<namespace>:<name>`, or `name` without one.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -376,6 +474,29 @@ impl RedLock {
     /// How many nodes must grant the lock: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
         self.inner.quorum
+    }
+
+    /// The indexes (in the order the clients were given) of the nodes known down right now:
+    /// the last request could not reach them, and a background probe has not found them up
+    /// yet. Attempts skip them while the other nodes are a majority (see [`RedLock`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// for i in lock.down_nodes() {
+    ///     eprintln!("redlock node {i} is down");
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn down_nodes(&self) -> Vec<usize> {
+        (self.inner.nodes.iter().enumerate())
+            .filter(|(_, node)| node.health().down)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Acquires the lock on a majority of the nodes, retrying as long as it is busy. The lease
@@ -520,17 +641,24 @@ impl RedLock {
         let inner = &self.inner;
         // One owner for the whole call: a late grant of an earlier attempt is simply kept.
         let owner: Arc<str> = Arc::from(inner.nodes[0].client.next_owner());
+        // Nodes where an earlier attempt's release went unanswered: a hold of `owner` may be
+        // there, so the guard releases them too.
+        let mut unreleased: Vec<usize> = Vec::new();
         let mut unavailable = 0;
         loop {
             let redlock = self.clone();
             let attempt_owner = owner.clone();
+            let earlier = unreleased.clone();
             let attempt = detached(Box::pin(async move {
-                redlock.attempt(attempt_owner, lease).await
+                redlock.attempt(attempt_owner, lease, earlier).await
             }))
             .await??;
-            match attempt {
+            let more = match attempt {
                 Attempt::Granted(guard) => return Ok(Some(guard)),
-                Attempt::Unavailable { granted } => {
+                Attempt::Unavailable {
+                    granted,
+                    unreleased,
+                } => {
                     unavailable += 1;
                     // A stall can make live nodes miss one short per-node timeout; nodes that
                     // miss several attempts in a row are down.
@@ -543,8 +671,17 @@ impl RedLock {
                             quorum: inner.quorum,
                         });
                     }
+                    unreleased
                 }
-                Attempt::Busy => unavailable = 0,
+                Attempt::Busy { unreleased } => {
+                    unavailable = 0;
+                    unreleased
+                }
+            };
+            for i in more {
+                if !unreleased.contains(&i) {
+                    unreleased.push(i);
+                }
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -571,13 +708,59 @@ impl RedLock {
         }
     }
 
-    /// One attempt on every node; run in its own task by [`RedLock::acquire`].
-    async fn attempt(&self, owner: Arc<str>, lease: Lease) -> Result<Attempt> {
+    /// Which nodes an attempt asks: every node not known down, or every node when those are
+    /// fewer than a majority (then the attempt cannot succeed without a down node, and asking
+    /// it costs nothing a failed attempt would not).
+    fn nodes_to_ask(&self) -> Vec<bool> {
         let inner = &self.inner;
+        let ask: Vec<bool> = inner.nodes.iter().map(|n| !n.health().down).collect();
+        if ask.iter().filter(|&&a| a).count() >= inner.quorum {
+            ask
+        } else {
+            vec![true; inner.nodes.len()]
+        }
+    }
+
+    /// Notes what a request to node `i` found: a node that could not be reached is marked
+    /// down (skipped by the next attempts, and probed in the background until it answers);
+    /// a node that answered is up.
+    fn note(&self, i: usize, outcome: std::result::Result<(), &Error>) {
+        let node = &self.inner.nodes[i];
+        match outcome {
+            Err(Error::Unreachable { .. }) => {
+                let mut health = node.health();
+                if !health.down {
+                    tracing::warn!(node = i, lock = %self.inner.name, "redlock node unreachable; skipping it until a probe finds it up");
+                }
+                health.down = true;
+                if !health.probing {
+                    health.probing = true;
+                    drop(health);
+                    tokio::spawn(probe(
+                        Arc::downgrade(&self.inner),
+                        i,
+                        self.inner.closed.clone(),
+                    ));
+                }
+            }
+            Err(_) => {}
+            Ok(()) => node.health().down = false,
+        }
+    }
+
+    /// One attempt on every node (but those skipped, see [`RedLock::nodes_to_ask`]); run in its
+    /// own task by [`RedLock::acquire`]. `earlier` are nodes where earlier attempts of the same
+    /// acquire may have left a hold.
+    async fn attempt(&self, owner: Arc<str>, lease: Lease, earlier: Vec<usize>) -> Result<Attempt> {
+        let inner = &self.inner;
+        let ask = self.nodes_to_ask();
         let start = Instant::now();
-        let requests = inner.nodes.iter().map(|node| {
+        let requests = inner.nodes.iter().zip(&ask).map(|(node, &ask)| {
             let owner = &owner;
             async move {
+                if !ask {
+                    return NodeReply::Skipped;
+                }
                 let mut invocation = REDLOCK_ACQUIRE.prepare_invoke();
                 invocation
                     .key(&*node.key)
@@ -617,20 +800,37 @@ impl RedLock {
         for (i, reply) in replies.into_iter().enumerate() {
             match reply {
                 NodeReply::Granted { counter } => {
+                    self.note(i, Ok(()));
                     granted.push((i, counter));
                     answered += 1;
                 }
-                NodeReply::Held => answered += 1,
+                NodeReply::Held => {
+                    self.note(i, Ok(()));
+                    answered += 1;
+                }
+                NodeReply::Skipped => {}
                 NodeReply::Failed(e) if e.is_wrong_type() => {
+                    self.note(i, Ok(()));
                     wrong_type.get_or_insert(e);
                 }
                 NodeReply::Failed(e) => {
+                    self.note(i, Err(&e));
                     tracing::debug!(node = i, error = %e.chain(), lock = %inner.name, "redlock node failed");
                 }
             }
         }
+        // Where a hold of `owner` may be: every node asked now (one that did not answer may
+        // have granted late), and those an earlier attempt could not release. Never a node
+        // only skipped: it was sent nothing.
+        let mut reached: Vec<usize> = (0..inner.nodes.len()).filter(|&i| ask[i]).collect();
+        for i in earlier {
+            if !reached.contains(&i) {
+                reached.push(i);
+            }
+        }
+        reached.sort_unstable();
         if let Some(e) = wrong_type {
-            self.release_all(&owner).await;
+            self.release_all(&owner, &reached).await;
             return Err(e);
         }
 
@@ -667,20 +867,23 @@ impl RedLock {
                 owner,
                 lease,
                 &granted,
+                reached,
                 start,
                 valid_until,
                 fencing_token,
             )));
         }
 
-        // Failed: undo every grant, on every node (a node that did not answer may have granted).
-        self.release_all(&owner).await;
+        // Failed: undo every grant, on every node reached (a node that did not answer may
+        // have granted).
+        let unreleased = self.release_all(&owner, &reached).await.unanswered;
         if answered < inner.quorum {
             Ok(Attempt::Unavailable {
                 granted: granted.len(),
+                unreleased,
             })
         } else {
-            Ok(Attempt::Busy)
+            Ok(Attempt::Busy { unreleased })
         }
     }
 
@@ -716,11 +919,13 @@ impl RedLock {
     }
 
     /// Registers the hold with the watchdog of every granting node and makes the guard.
+    #[allow(clippy::too_many_arguments)]
     fn grant(
         &self,
         owner: Arc<str>,
         lease: Lease,
         granted: &[(usize, u64)],
+        reached: Vec<usize>,
         sent_at: Instant,
         valid_until: Instant,
         fencing_token: Option<u64>,
@@ -755,6 +960,7 @@ impl RedLock {
             redlock: self.clone(),
             owner,
             holds,
+            reached,
             lease,
             fencing_token,
             valid_until,
@@ -762,10 +968,11 @@ impl RedLock {
         }
     }
 
-    /// Sends the release script to every node in parallel; returns (released, answered).
-    async fn release_all(&self, owner: &str) -> (usize, usize) {
+    /// Sends the release script to the nodes `nodes` in parallel.
+    async fn release_all(&self, owner: &str, nodes: &[usize]) -> Released {
         let inner = &self.inner;
-        let requests = inner.nodes.iter().map(|node| async move {
+        let requests = nodes.iter().map(|&i| async move {
+            let node = &inner.nodes[i];
             let mut invocation = REDLOCK_RELEASE.prepare_invoke();
             invocation
                 .key(&*node.key)
@@ -773,7 +980,8 @@ impl RedLock {
                 .arg(owner)
                 .arg(UNLOCK_MESSAGE)
                 .arg(node.client.inner.conn.publish_command());
-            node.client
+            let reply = node
+                .client
                 .inner
                 .conn
                 .script_within::<i64>(
@@ -782,12 +990,25 @@ impl RedLock {
                     &inner.name,
                     inner.per_node_timeout,
                 )
-                .await
+                .await;
+            (i, reply)
         });
-        let replies = join_all(requests).await;
-        let released = replies.iter().filter(|r| matches!(r, Ok(1))).count();
-        let answered = replies.iter().filter(|r| r.is_ok()).count();
-        (released, answered)
+        let mut out = Released {
+            released: 0,
+            answered: 0,
+            unanswered: Vec::new(),
+        };
+        for (i, reply) in join_all(requests).await {
+            self.note(i, reply.as_ref().map(|_| ()));
+            match reply {
+                Ok(n) => {
+                    out.answered += 1;
+                    out.released += usize::from(n == 1);
+                }
+                Err(_) => out.unanswered.push(i),
+            }
+        }
+        out
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
@@ -803,6 +1024,45 @@ impl RedLock {
             release: None,
             lost: None,
         }
+    }
+}
+
+/// Probes node `i` of a RedLock marked down, with growing delays, until it answers (then it
+/// is used again) or the RedLock is dropped. Holds only a weak reference while it sleeps.
+async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
+    let mut delay = PROBE_FIRST_DELAY;
+    loop {
+        let base = delay.as_micros() as u64;
+        let sleep = Duration::from_micros(rand::random_range(base / 2..=base + base / 2));
+        tokio::select! {
+            _ = closed.cancelled() => return,
+            _ = tokio::time::sleep(sleep) => {}
+        }
+        let Some(inner) = lock.upgrade() else { return };
+        let node = &inner.nodes[i];
+        {
+            let mut health = node.health();
+            if !health.down {
+                // An attempt found it up meanwhile.
+                health.probing = false;
+                return;
+            }
+        }
+        let reply: Result<redis::Value> = node
+            .client
+            .inner
+            .conn
+            .query(&redis::cmd("PING"), "probing a redlock node", &inner.name)
+            .await;
+        // Any answer, even an error reply, means the server is there again.
+        if !matches!(&reply, Err(e) if e.is_connection()) {
+            let mut health = node.health();
+            health.down = false;
+            health.probing = false;
+            tracing::info!(node = i, lock = %inner.name, "redlock node answers again");
+            return;
+        }
+        delay = (delay * 2).min(PROBE_MAX_DELAY);
     }
 }
 
@@ -842,7 +1102,8 @@ fn deadline_after(wait: Duration) -> Result<Instant> {
 }
 
 /// A [`RedLock`] held on a majority of its nodes. Releasing it (explicitly with
-/// [`RedLockGuard::unlock`], or by dropping it) releases it on every node.
+/// [`RedLockGuard::unlock`], or by dropping it) releases it on every node where it may be held:
+/// every node the acquire asked (not only those that granted), but no node it skipped as down.
 ///
 /// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
 /// releases are handed to the clients' background tasks.
@@ -852,6 +1113,9 @@ pub struct RedLockGuard {
     owner: Arc<str>,
     /// (node index, hold, ticket) of every node that granted the lock.
     holds: Vec<(usize, HoldKey, Ticket)>,
+    /// Every node where a hold of `owner` may be: those the granting attempt asked, and those
+    /// where an earlier attempt's release went unanswered (not the nodes skipped as down).
+    reached: Vec<usize>,
     lease: Lease,
     fencing_token: Option<u64>,
     valid_until: Instant,
@@ -952,11 +1216,12 @@ impl RedLockGuard {
         }
     }
 
-    /// Releases the lock on every node now (in parallel, each bounded by the per-node timeout).
+    /// Releases the lock now on every node where it may be held (every node the acquire asked;
+    /// see [`RedLockGuard`]), in parallel, each bounded by the per-node timeout.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it completes still releases the lock on every node: the
+    /// Dropping the future before it completes still releases the lock on those nodes: the
     /// releases run in their own task.
     ///
     /// # Errors
@@ -979,8 +1244,13 @@ impl RedLockGuard {
         self.stop_renewals();
         let redlock = self.redlock.clone();
         let owner = self.owner.clone();
-        let (released, answered) =
-            detached(Box::pin(async move { redlock.release_all(&owner).await })).await?;
+        let reached = std::mem::take(&mut self.reached);
+        let Released {
+            released, answered, ..
+        } = detached(Box::pin(async move {
+            redlock.release_all(&owner, &reached).await
+        }))
+        .await?;
         let inner = &self.redlock.inner;
         if released >= inner.quorum {
             Ok(())
@@ -1004,8 +1274,9 @@ impl Drop for RedLockGuard {
             return;
         }
         self.stop_renewals();
-        // Every node, not only those that granted: a late grant is undone too.
-        for node in &self.redlock.inner.nodes {
+        // Every node reached, not only those that granted: a late grant is undone too.
+        for &i in &self.reached {
+            let node = &self.redlock.inner.nodes[i];
             let _ = node
                 .client
                 .inner

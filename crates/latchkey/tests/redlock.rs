@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, Error, LockOptions, RedLock};
-use latchkey_test_support::{eventually, RedisServers};
+use latchkey_test_support::{eventually, free_port, FaultProxy, RedisServers};
 use redis::AsyncCommands;
 
 async fn client(url: &str) -> Client {
@@ -15,6 +15,17 @@ async fn client(url: &str) -> Client {
         .connect()
         .await
         .expect("connect")
+}
+
+/// A client that connects on first use (see `ClientBuilder::connect_lazy`).
+fn lazy_client(url: &str) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(2))
+        .subscription_linger(Duration::from_millis(50))
+        .connect_lazy()
+        .expect("a lazy client")
 }
 
 async fn clients(servers: &RedisServers) -> Vec<Client> {
@@ -401,6 +412,257 @@ async fn wrong_type_on_a_node_is_a_typed_error_and_nothing_stays_locked() {
     assert!(!c0.exists::<_, bool>("typed").await.unwrap());
     let v: String = conn.get("typed").await.unwrap();
     assert_eq!(v, "x");
+}
+
+#[tokio::test]
+async fn starts_with_one_node_down_locks_with_the_quorum_and_uses_the_node_once_it_is_up() {
+    let mut servers = RedisServers::spawn(3);
+    servers[1].kill();
+    let urls = servers.urls();
+    // A connected client cannot be made for the down node; a lazy one can.
+    assert!(Client::connect(urls[1].as_str())
+        .await
+        .unwrap_err()
+        .is_connection());
+    let nodes: Vec<Client> = urls.iter().map(|url| lazy_client(url)).collect();
+    let lock = RedLock::builder("start-down", nodes)
+        .per_node_timeout(Duration::from_secs(5))
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    // The first call locks with the two live nodes, without waiting out the per-node timeout
+    // on the refusing one (a hang guard: asking it until the timeout would take 5 s).
+    let started = Instant::now();
+    let guard = lock.lock().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(guard.nodes(), vec![0, 2]);
+    assert_eq!(lock.down_nodes(), vec![1]);
+    assert_eq!(held_on(&servers, "start-down").await, [true, false, true]);
+    guard.unlock().await.unwrap();
+    assert_eq!(held_on(&servers, "start-down").await, [false, false, false]);
+
+    // The node comes up: the lock uses it again (found by the background probe).
+    servers[1].restart();
+    let (lock, check) = (&lock, &servers);
+    assert!(
+        eventually(Duration::from_secs(15), || async move {
+            let guard = lock.try_lock(Duration::ZERO).await.unwrap().expect("free");
+            let everywhere = guard.nodes() == [0, 1, 2]
+                && held_on(check, "start-down").await == [true, true, true];
+            guard.unlock().await.unwrap();
+            everywhere
+        })
+        .await,
+        "the restarted node holds the lock again"
+    );
+    assert_eq!(held_on(&servers, "start-down").await, [false, false, false]);
+}
+
+#[tokio::test]
+async fn a_refusing_node_is_skipped_without_waiting_for_the_per_node_timeout() {
+    let servers = RedisServers::spawn(3);
+    let proxy = FaultProxy::start(&servers[1].addr());
+    let urls = [servers[0].url(), proxy.url(), servers[2].url()];
+    let nodes: Vec<Client> = urls.iter().map(|url| lazy_client(url)).collect();
+    let lock = RedLock::builder("skipped", nodes)
+        .per_node_timeout(Duration::from_secs(5))
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 1, 2]);
+    guard.unlock().await.unwrap();
+
+    // The middle node refuses: the next acquire finds it unreachable and marks it down.
+    proxy.refuse(true);
+    proxy.drop_connections();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.nodes(), vec![0, 2]);
+    assert_eq!(lock.down_nodes(), vec![1]);
+    guard.unlock().await.unwrap();
+
+    // Now anything sent to it would hang: asking it would cost the 5 s per-node timeout (the
+    // bound is a hang guard, not a speed assertion). A down node is skipped instead, by the
+    // acquire and by the unlock, while the probe keeps finding it unusable.
+    proxy.blackhole(true);
+    proxy.refuse(false);
+    for _ in 0..3 {
+        let started = Instant::now();
+        // Were the node asked, no attempt could finish within the 1 s lease: a hang guard.
+        let guard = tokio::time::timeout(Duration::from_secs(20), lock.lock())
+            .await
+            .expect("the down node was asked")
+            .unwrap();
+        assert_eq!(guard.nodes(), vec![0, 2]);
+        guard.unlock().await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "the down node was asked: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(held_on(&servers, "skipped").await, [false, false, false]);
+    }
+
+    // Once it answers again it is used again.
+    proxy.blackhole(false);
+    let (lock, check) = (&lock, &servers);
+    assert!(
+        eventually(Duration::from_secs(15), || async move {
+            let guard = lock.try_lock(Duration::ZERO).await.unwrap().expect("free");
+            let everywhere =
+                guard.nodes() == [0, 1, 2] && held_on(check, "skipped").await == [true, true, true];
+            guard.unlock().await.unwrap();
+            everywhere
+        })
+        .await,
+        "the node is used again"
+    );
+    assert!(lock.down_nodes().is_empty());
+}
+
+#[tokio::test]
+async fn with_a_majority_down_nothing_is_skipped_and_there_is_no_quorum() {
+    let servers = RedisServers::spawn(1);
+    let dead = [free_port(), free_port()].map(|port| format!("redis://127.0.0.1:{port}"));
+    let nodes = vec![
+        lazy_client(&dead[0]),
+        lazy_client(&servers[0].url()),
+        lazy_client(&dead[1]),
+    ];
+    let lock = redlock("majority-refused", nodes);
+    for _ in 0..3 {
+        let err = lock.lock().await.unwrap_err();
+        assert!(err.is_quorum_unavailable(), "{err}");
+    }
+    let mut conn = servers[0].conn().await;
+    assert!(!conn.exists::<_, bool>("majority-refused").await.unwrap());
+    assert_eq!(lock.down_nodes(), vec![0, 2]);
+}
+
+#[tokio::test]
+async fn the_probe_of_a_down_node_runs_while_the_lock_lives_and_stops_with_it() {
+    let servers = RedisServers::spawn(2);
+    let port = free_port();
+    let nodes = vec![
+        lazy_client(&servers[0].url()),
+        lazy_client(&format!("redis://127.0.0.1:{port}")),
+        lazy_client(&servers[1].url()),
+    ];
+    let lock = redlock("probed", nodes);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(lock.down_nodes(), vec![1]);
+    // Something listens on the port now (and never answers): the probe connects to it.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (probe, _) = tokio::time::timeout(Duration::from_secs(15), listener.accept())
+        .await
+        .expect("the down node is probed")
+        .unwrap();
+    drop(probe);
+    // Dropping the lock (the last owner of the clients) stops the probe. Connections already
+    // on their way are let through first.
+    drop(lock);
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(1500), listener.accept()).await
+    {
+    }
+    // Probes are at most 3 s apart (2 s ± half); none comes in twice that.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(6), listener.accept())
+            .await
+            .is_err(),
+        "a probe outlived its lock"
+    );
+}
+
+#[tokio::test]
+async fn two_namespaces_hold_redlocks_of_one_name_at_once() {
+    let servers = RedisServers::spawn(3);
+    let mut tenants = Vec::new();
+    for namespace in ["tenant-a", "tenant-b"] {
+        let mut nodes = Vec::new();
+        for url in servers.urls() {
+            nodes.push(
+                Client::builder(url)
+                    .namespace(namespace)
+                    .connect()
+                    .await
+                    .unwrap(),
+            );
+        }
+        tenants.push(nodes);
+    }
+    let a = redlock("jobs", tenants[0].clone());
+    let b = redlock("jobs", tenants[1].clone());
+    assert_eq!((a.name(), b.name()), ("jobs", "jobs"));
+    let guard_a = a
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("a is free");
+    let guard_b = b
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("b does not collide with a");
+    assert_eq!(held_on(&servers, "tenant-a:jobs").await, [true; 3]);
+    assert_eq!(held_on(&servers, "tenant-b:jobs").await, [true; 3]);
+    assert_eq!(held_on(&servers, "jobs").await, [false; 3]);
+    // The same tenant still excludes itself, and its `Lock` of that name.
+    let a_again = redlock("jobs", tenants[0].clone());
+    assert!(a_again.try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(tenants[0][0]
+        .lock("jobs")
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+    guard_a.unlock().await.unwrap();
+    guard_b.unlock().await.unwrap();
+    assert_eq!(held_on(&servers, "tenant-a:jobs").await, [false; 3]);
+
+    // Nodes whose clients disagree on the namespace would key the lock differently on each.
+    let mixed = vec![
+        tenants[0][0].clone(),
+        tenants[1][1].clone(),
+        tenants[0][2].clone(),
+    ];
+    let err = RedLock::new("jobs", mixed).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    assert!(err.to_string().contains("namespace"), "{err}");
+}
+
+#[test]
+fn lazy_clients_are_single_servers_made_within_a_runtime() {
+    let err = Client::builder("redis://127.0.0.1:1")
+        .connect_lazy()
+        .unwrap_err();
+    assert!(err.to_string().contains("runtime"), "{err}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    for url in [
+        "redis+cluster://127.0.0.1:1,127.0.0.1:2",
+        "redis+sentinel://127.0.0.1:1/mymaster",
+    ] {
+        let err = Client::builder(url).connect_lazy().unwrap_err();
+        assert!(matches!(err, Error::Config { .. }), "{url}: {err}");
+    }
+    let err = Client::builder("redis://127.0.0.1:1")
+        .namespace("no spaces")
+        .connect_lazy()
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    let client = Client::builder("redis://127.0.0.1:1")
+        .connect_lazy()
+        .unwrap();
+    assert_eq!(client.namespace(), None);
 }
 
 #[test]
