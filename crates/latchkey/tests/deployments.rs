@@ -456,7 +456,12 @@ async fn auto_replica_sync_covers_every_lock_family_acquire() {
     let primary = RedisServer::spawn();
     let mut replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
     replica.wait_until_synced(Duration::from_secs(30));
-    let client = Client::connect(primary.url()).await.unwrap();
+    let grace = Duration::from_millis(500);
+    let client = Client::builder(primary.url())
+        .replica_loss_grace(grace)
+        .connect()
+        .await
+        .unwrap();
     assert_eq!(client.replica_sync(), Some((1, Duration::from_secs(1))));
     let semaphore = client.semaphore("sem");
     assert!(semaphore.try_set_permits(3).await.unwrap());
@@ -476,10 +481,16 @@ async fn auto_replica_sync_covers_every_lock_family_acquire() {
     assert!(sem.is_not_replicated(), "{sem}");
     assert_eq!((fair_exists, available), (0, 3), "both were undone");
 
-    // No replica at all: the first acquire may find that out by one WAIT; after it, every kind
-    // of acquire goes on without waiting (and nothing is undone).
+    // No replica at all. Losing every replica is what a failover looks like from the demoted
+    // primary: grants are undone for the replica loss grace. After it the loss is taken for
+    // real: the first acquire may find that out by one WAIT; after it, every kind of acquire
+    // goes on without waiting (and nothing is undone).
     replica.kill();
     primary.wait_until_replicas(0, Duration::from_secs(10));
+    let refused = client.fair_lock("fair").lock().await.unwrap_err();
+    assert!(refused.is_not_replicated(), "{refused}");
+    assert_eq!(read::<i64>(&primary, &["EXISTS", "fair"]), 0, "undone");
+    tokio::time::sleep(grace).await;
     let before = primary.command_calls("wait");
     let rw = client.rw_lock("rw");
     let fair = client.fair_lock("fair").lock().await.unwrap();
