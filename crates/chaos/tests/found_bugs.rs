@@ -21,7 +21,12 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
     let primary = RedisServer::spawn();
     let mut replica = RedisServer::builder().replica_of(&primary.addr()).spawn();
     replica.wait_until_synced(Duration::from_secs(60));
-    let client = Client::connect(primary.url()).await.unwrap();
+    let grace = Duration::from_millis(500);
+    let client = Client::builder(primary.url())
+        .replica_loss_grace(grace)
+        .connect()
+        .await
+        .unwrap();
     assert!(
         client.replica_sync().is_some(),
         "Auto mode saw the replica at connect time"
@@ -37,6 +42,11 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
 
     replica.kill();
     primary.wait_until_replicas(0, Duration::from_secs(10));
+    // Losing every replica looks like a demotion by a failover: refused for the grace period
+    // (see `ClientBuilder::replica_loss_grace`), then taken for real.
+    let refused = client.lock("l").lock().await.unwrap_err();
+    assert!(refused.is_not_replicated(), "{refused}");
+    tokio::time::sleep(grace).await;
     let before = primary.command_calls("wait");
     for i in 0..5 {
         client
