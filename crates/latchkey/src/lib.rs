@@ -19,6 +19,7 @@ mod replica;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod stall;
 mod task;
 mod watchdog;
 
