@@ -364,3 +364,30 @@ impl CountDownLatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_redissons_unless_that_leaves_the_keys_slot() {
+        for cluster in [false, true] {
+            assert_eq!(
+                channel_name("ready", cluster),
+                "redisson_countdownlatch__channel__{ready}"
+            );
+        }
+        assert_eq!(
+            channel_name("orders{eu}:1", false),
+            "redisson_countdownlatch__channel__{orders{eu}:1}"
+        );
+        let tagged = channel_name("orders{eu}:1", true);
+        assert_eq!(tagged, "redisson_countdownlatch__channel__orders{eu}:1");
+        assert_eq!(key_slot(tagged.as_bytes()), key_slot(b"eu"));
+        // A `{` without a closing brace is no hash tag: Redisson's channel shares the slot.
+        assert_eq!(
+            channel_name("a{b", true),
+            "redisson_countdownlatch__channel__{a{b}"
+        );
+    }
+}
