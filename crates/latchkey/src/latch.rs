@@ -29,8 +29,11 @@ const NEW_COUNT_MESSAGE: &str = "1";
 /// Made by [`Client::count_down_latch`]. The count is a Redis string at key `name`; when
 /// [`CountDownLatch::count_down`] brings it to zero the key is deleted and `"0"` is published on
 /// `redisson_countdownlatch__channel__{name}`, which wakes every waiter of every client (Redisson
-/// clients included). A latch without a count is open: [`CountDownLatch::wait`] returns at once,
-/// and [`CountDownLatch::try_set_count`] can arm it again.
+/// clients included). (On a Redis Cluster, a name with its own hash tag, `orders{eu}:1`,
+/// publishes on `redisson_countdownlatch__channel__orders{eu}:1` instead, in the count's slot:
+/// Redisson's channel would be in another slot, and Redisson's own latch fails there with
+/// CROSSSLOT.) A latch without a count is open: [`CountDownLatch::wait`] returns at once, and
+/// [`CountDownLatch::try_set_count`] can arm it again.
 ///
 /// # Examples
 ///
@@ -266,6 +269,11 @@ impl CountDownLatch {
     ///
     /// Woken by the zero-count message; between messages it checks the count at least every 2 s,
     /// in case a message is lost.
+    ///
+    /// # Redis stalls
+    ///
+    /// A read or subscription that times out ([`Error::Timeout`]) is made again after a short pause
+    /// while the wait has time left: a stall shorter than the wait is waited through.
     ///
     /// # Cancel safety
     ///

@@ -254,6 +254,16 @@ impl Lock {
     /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
     /// returns at once.
     ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: if the

@@ -450,6 +450,13 @@ impl PermitSemaphore {
     /// Waiters sleep until a release is published on the semaphore's channel or the next lease
     /// out ends (at most 2 s between attempts). The semaphore is not fair.
     ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through. Permits that the timed-out call leased after all (under ids only it knew) are given
+    /// back by id, by a release queued behind it; the retry leases new ids.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe. Dropping the future leaves no permit taken, no renewal and no subscription

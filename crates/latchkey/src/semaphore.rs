@@ -337,6 +337,13 @@ impl Semaphore {
     /// between attempts, in case a message is lost). The semaphore is not fair:
     /// a request for fewer permits may overtake one for more.
     ///
+    /// # Redis stalls
+    ///
+    /// Unlike the locks and the [`PermitSemaphore`](crate::PermitSemaphore), an acquire that times
+    /// out ([`Error::Timeout`]) is not made again: Redisson's semaphore is a bare count, so permits
+    /// the timed-out call took after all cannot be told apart or given back, and every retry during
+    /// the stall could take more. After the error, check the count ([`Semaphore::available`]).
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe. Dropping the future leaves no permit taken and no subscription behind: if
