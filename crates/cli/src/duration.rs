@@ -1,6 +1,8 @@
 //! Durations on the command line (`500ms`, `10s`, `1.5s`, `2m`, `1h`, `0`) and in output.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use latchkey::{MAX_DELAY, MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
 
 /// Parses a duration: a number followed by `ms`, `s`, `m` or `h` (`0` needs no unit).
 pub fn parse(text: &str) -> Result<Duration, String> {
@@ -27,6 +29,71 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         }
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is out of range"))
+}
+
+/// Checks that `d` can be added to the clock (a deadline `now + d` must exist).
+fn fits_the_clock(text: &str, d: Duration) -> Result<Duration, String> {
+    Instant::now()
+        .checked_add(d)
+        .map(|_| d)
+        .ok_or_else(|| format!("`{text}` is too long to count down on this machine's clock"))
+}
+
+/// `--wait`, `--timeout`: zero (try once) up to what the clock can count down.
+pub fn wait(text: &str) -> Result<Duration, String> {
+    fits_the_clock(text, parse(text)?)
+}
+
+/// `--lease`: at least one millisecond, at most the library's [`MAX_LEASE`].
+pub fn lease(text: &str) -> Result<Duration, String> {
+    let d = parse(text)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!(
+            "`{text}` is shorter than 1ms; give a positive lease"
+        ));
+    }
+    at_most(text, d, MAX_LEASE)
+}
+
+/// `--watchdog`: from the library's [`MIN_WATCHDOG_TIMEOUT`] to [`MAX_LEASE`].
+pub fn watchdog(text: &str) -> Result<Duration, String> {
+    let d = parse(text)?;
+    if d < MIN_WATCHDOG_TIMEOUT {
+        return Err(format!(
+            "`{text}` is shorter than {}, the shortest watchdog lease that can be renewed in time",
+            human(MIN_WATCHDOG_TIMEOUT)
+        ));
+    }
+    at_most(text, d, MAX_LEASE)
+}
+
+/// `--grace`: zero (SIGKILL at once) up to [`MAX_LEASE`].
+pub fn grace(text: &str) -> Result<Duration, String> {
+    at_most(text, parse(text)?, MAX_LEASE)
+}
+
+/// `--delay`: zero up to the delayed queue's [`MAX_DELAY`].
+pub fn delay(text: &str) -> Result<Duration, String> {
+    at_most(text, parse(text)?, MAX_DELAY)
+}
+
+/// A run time that must not be zero (`bench --duration`), up to what the clock can count down.
+pub fn positive(text: &str) -> Result<Duration, String> {
+    let d = parse(text)?;
+    if d.is_zero() {
+        return Err(format!("`{text}` is zero; give a positive duration"));
+    }
+    fits_the_clock(text, d)
+}
+
+fn at_most(text: &str, d: Duration, max: Duration) -> Result<Duration, String> {
+    if d > max {
+        return Err(format!(
+            "`{text}` is longer than the maximum of {} days",
+            max.as_secs() / 86_400
+        ));
+    }
+    fits_the_clock(text, d)
 }
 
 /// A short human form: `850 µs`, `12.3 ms`, `4.20 s`, `3 m 20 s`.
@@ -60,6 +127,27 @@ mod tests {
         assert!(parse("s").is_err());
         assert!(parse("3 weeks").is_err());
         assert!(parse("1e400s").is_err());
+    }
+
+    #[test]
+    fn each_flag_keeps_to_its_limits() {
+        let huge = "5000000000000000h";
+        assert!(parse(huge).is_ok(), "fits a Duration, not the clock");
+        for check in [wait, lease, watchdog, grace, delay, positive] {
+            assert!(check(huge).is_err());
+        }
+        assert_eq!(wait("0"), Ok(Duration::ZERO));
+        assert_eq!(grace("0"), Ok(Duration::ZERO));
+        assert_eq!(delay("0"), Ok(Duration::ZERO));
+        assert!(lease("0").is_err());
+        assert!(positive("0").is_err());
+        assert!(watchdog("0").is_err());
+        assert!(watchdog("10ms").is_err());
+        assert_eq!(watchdog("30s"), Ok(Duration::from_secs(30)));
+        assert!(lease("9000h").is_err(), "over MAX_LEASE");
+        assert_eq!(lease("8760h"), Ok(MAX_LEASE));
+        assert!(grace("9000h").is_err());
+        assert!(delay("90000h").is_err(), "over MAX_DELAY");
     }
 
     #[test]

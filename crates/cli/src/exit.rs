@@ -6,6 +6,8 @@ use std::process::ExitCode;
 /// An error (Redis unreachable, a Redis error, a failed benchmark check, a refused
 /// confirmation, …), for every subcommand but `run`.
 pub const ERROR: u8 = 1;
+/// A usage error: a bad flag or value (sysexits' `EX_USAGE`).
+pub const USAGE: u8 = 64;
 /// `run` could not get the lock within `--wait`; `queue take` got nothing within `--timeout`.
 pub const BUSY: u8 = 75;
 /// `run`: the lock was lost while the command ran; the command was stopped.
@@ -25,7 +27,7 @@ pub const TABLE: &str = "\
 Exit codes:
     0    success (run: the command exited 0)
     1    error: Redis unreachable, a Redis error, a failed check (all but run)
-    2    usage error
+   64    usage error: a bad flag or value
    75    busy: run got no lock within --wait; queue take got no item within --timeout
    76    run: the lock was lost while the command ran; the command was stopped
   125    run: latchkey itself failed (the command did not run)

@@ -24,7 +24,18 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let opt = opt::Opt::parse();
+    let opt = match opt::Opt::try_parse() {
+        Ok(opt) => opt,
+        // Help and version go to stdout and exit 0; usage errors exit 64.
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() {
+                ExitCode::from(exit::USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match cli::run(opt) {
         Ok(code) => code,
         Err(error) => exit::report(&error),

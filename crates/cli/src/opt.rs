@@ -79,19 +79,19 @@ pub struct RunOpt {
     pub lock: String,
     /// Give up if the lock is not free within this long (`0`: try once) and exit 75. Default:
     /// wait as long as it takes.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::wait)]
     pub wait: Option<Duration>,
     /// Hold the lock for at most this long instead of renewing it: when the lease runs out the
     /// lock is lost and the command is stopped. Default: renewed by the watchdog while the
     /// command runs.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::lease)]
     pub lease: Option<Duration>,
     /// The watchdog's lease: how long the lock outlives this process if it dies without
     /// releasing it. Renewed every third of it.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::watchdog)]
     pub watchdog: Duration,
     /// When the lock is lost: how long the command has between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::grace)]
     pub grace: Duration,
     /// Use a fair lock: waiters get the lock first come, first served.
     #[arg(long)]
@@ -163,7 +163,7 @@ pub struct QueueOfferOpt {
     #[arg(long)]
     pub text: bool,
     /// How long until the item becomes ready.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration::delay)]
     pub delay: Duration,
 }
 
@@ -177,7 +177,7 @@ pub struct QueueTakeOpt {
     pub queue: String,
     /// Wait at most this long for an item (`0`: look once) and exit 75 if none came. Default:
     /// wait as long as it takes.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::wait)]
     pub timeout: Option<Duration>,
 }
 
@@ -243,7 +243,7 @@ pub struct BenchOpt {
     #[arg(long)]
     pub json: bool,
     /// How long each timed workload runs (after a short warm-up).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
     pub duration: Duration,
     /// Do not measure the peer rslock.
     #[arg(long)]

@@ -404,3 +404,87 @@ async fn queue_offer_take_and_stats() {
     .await;
     assert_eq!(out.status.code(), Some(75));
 }
+
+/// Every duration flag is checked when the command line is read: a value past what the flag
+/// (or the clock) allows is a usage error (exit 64) with a message naming the flag, never a
+/// panic. (`--grace 5000000000000000h` fits a `Duration` but not the clock: it panicked with
+/// "overflow when adding duration to instant", exit 101, once the lock was lost.)
+#[tokio::test]
+async fn every_duration_flag_is_checked_when_read() {
+    let run =
+        |flag: &'static str, value: &'static str| vec!["run", flag, value, "job", "--", "true"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (run("--grace", "5000000000000000h"), "--grace"),
+        (run("--wait", "5000000000000000h"), "--wait"),
+        (run("--lease", "0"), "--lease"),
+        (run("--lease", "9000h"), "--lease"),
+        (run("--watchdog", "10ms"), "--watchdog"),
+        (run("--watchdog", "9000h"), "--watchdog"),
+        (
+            vec!["queue", "offer", "q", "1", "--delay", "90000h"],
+            "--delay",
+        ),
+        (
+            vec!["queue", "take", "q", "--timeout", "5000000000000000h"],
+            "--timeout",
+        ),
+        (vec!["bench", "solo", "--duration", "0"], "--duration"),
+        (run("--wait", "10"), "--wait"),
+    ];
+    // No server: nothing may get as far as connecting.
+    for (args, flag) in cases {
+        let out = output(latchkey(None, &args)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    let out = output(latchkey(None, &["--help"])).await;
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// `latchkey run --wait 30s` waiting for a lock when Redis stalls for 5 s (`CLIENT PAUSE 5000
+/// ALL`, longer than the 3 s command timeout) waits on and runs the command once the lock is
+/// free; it used to exit 125 ("did not answer within 3s").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_through_a_redis_stall() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let held = client
+        .lock("stalled")
+        .lock_with(latchkey::LockOptions::new().lease(Duration::from_millis(1500)))
+        .await
+        .unwrap();
+    std::mem::forget(held);
+    let waiting = tokio::spawn(output(latchkey(
+        Some(&server),
+        &[
+            "run", "--wait", "30s", "stalled", "--", "sh", "-c", "exit 7",
+        ],
+    )));
+    // Once the command waits (listens on the lock's channel), stall the server.
+    let mut conn = server.conn().await;
+    let listening = latchkey_test_support::eventually(Duration::from_secs(30), || {
+        let mut conn = conn.clone();
+        async move {
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_lock__channel:{stalled}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            n == 1
+        }
+    })
+    .await;
+    assert!(listening, "latchkey run never waited");
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let out = waiting.await.unwrap();
+    assert_eq!(out.status.code(), Some(7));
+}

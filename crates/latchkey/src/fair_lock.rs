@@ -17,6 +17,7 @@ use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
+use crate::stall::pause_before_retry;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
 
@@ -178,7 +179,7 @@ impl Client {
     /// # }
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.clone(), self.object_name(&name.into()))
+        FairLock::new(self.clone(), name.into())
     }
 }
 
@@ -190,22 +191,26 @@ enum Attempt {
         retry_after: i64,
         entry: Option<QueueEntry>,
     },
+    /// The script call timed out while this handle held nothing and had no other attempt or
+    /// release under way; trying again is safe (see `lock.rs`).
+    Stalled(Error),
 }
 
 impl FairLock {
     fn new(client: Client, name: String) -> FairLock {
         let field = client.next_owner();
-        let channel_prefix = prefix_name("redisson_lock__channel", &name);
+        let key = client.object_name(&name);
+        let channel_prefix = prefix_name("redisson_lock__channel", &key);
         FairLock {
             inner: Arc::new(FairInner {
                 hold: HoldKey {
                     kind: "fair_lock",
-                    key: Arc::from(name.as_str()),
+                    key: Arc::from(key.as_str()),
                     field: Arc::from(field.as_str()),
                 },
-                token_key: Arc::from(prefix_name("redisson_lock_token", &name)),
-                queue_key: Arc::from(prefix_name("redisson_lock_queue", &name)),
-                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &name)),
+                token_key: Arc::from(prefix_name("redisson_lock_token", &key)),
+                queue_key: Arc::from(prefix_name("redisson_lock_queue", &key)),
+                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &key)),
                 channel: Arc::from(format!("{channel_prefix}:{field}")),
                 channel_prefix: Arc::from(channel_prefix),
                 waiter_timeout: DEFAULT_WAITER_TIMEOUT,
@@ -216,7 +221,18 @@ impl FairLock {
         }
     }
 
-    /// The lock's name.
+    /// The lock's name as given to [`Client::fair_lock`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `printer` and the lock is kept at `billing:printer` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.fair_lock("printer").name(), "printer");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -295,6 +311,17 @@ impl FairLock {
     ///
     /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
     /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    /// The place in the queue is kept meanwhile.
     ///
     /// # Cancel safety
     ///
@@ -482,6 +509,10 @@ impl FairLock {
                     }
                     retry_after
                 }
+                Attempt::Stalled(err) => {
+                    pause_before_retry(err, deadline).await?;
+                    continue;
+                }
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -490,8 +521,13 @@ impl FairLock {
             let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
                 // Subscribe, then retry at once: a wake-up between the failed attempt and the
                 // subscription would otherwise go unnoticed.
-                subscription = Some(hub.subscribe(channel, WakePolicy::Lock, None).await?);
-                covered = true;
+                match hub.subscribe(channel, WakePolicy::Lock, None).await {
+                    Ok(subscribed) => {
+                        subscription = Some(subscribed);
+                        covered = true;
+                    }
+                    Err(err) => pause_before_retry(err, deadline).await?,
+                }
                 continue;
             };
             let mut until = now + retry_park(retry_after, cap);
@@ -539,7 +575,7 @@ impl FairLock {
         // unlock would), which wakes the next in line if the lock is free again; the attempt
         // then fails with NotReplicated, and the caller's queue entry (removed by the grant) is
         // cleaned up as for any other error.
-        let reply: Vec<i64> = client
+        let reply: Vec<i64> = match client
             .acquire_script(
                 AcquireCall {
                     script: &FAIR_ACQUIRE,
@@ -551,7 +587,12 @@ impl FairLock {
                 |reply: &Vec<i64>| reply.first() == Some(&1),
                 || self.release_task(lease_ms),
             )
-            .await?;
+            .await
+        {
+            Ok(reply) => reply,
+            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
+            Err(err) => return Err(err),
+        };
         match reply.as_slice() {
             [1, token, holds] => {
                 let ticket = client.registry.acquired(

@@ -8,9 +8,11 @@ use redis::Script;
 use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
+use crate::conn::key_slot;
 use crate::error::{Error, Result};
 use crate::pubsub::WakePolicy;
 use crate::semaphore::{park_until, MAX_PARK};
+use crate::stall::pause_before_retry;
 
 static LATCH_SET_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/latch_set_count.lua")));
@@ -27,8 +29,11 @@ const NEW_COUNT_MESSAGE: &str = "1";
 /// Made by [`Client::count_down_latch`]. The count is a Redis string at key `name`; when
 /// [`CountDownLatch::count_down`] brings it to zero the key is deleted and `"0"` is published on
 /// `redisson_countdownlatch__channel__{name}`, which wakes every waiter of every client (Redisson
-/// clients included). A latch without a count is open: [`CountDownLatch::wait`] returns at once,
-/// and [`CountDownLatch::try_set_count`] can arm it again.
+/// clients included). (On a Redis Cluster, a name with its own hash tag, `orders{eu}:1`,
+/// publishes on `redisson_countdownlatch__channel__orders{eu}:1` instead, in the count's slot:
+/// Redisson's channel would be in another slot, and Redisson's own latch fails there with
+/// CROSSSLOT.) A latch without a count is open: [`CountDownLatch::wait`] returns at once, and
+/// [`CountDownLatch::try_set_count`] can arm it again.
 ///
 /// # Examples
 ///
@@ -54,7 +59,11 @@ pub struct CountDownLatch {
 
 struct LatchInner {
     client: Client,
+    /// The name the caller gave.
     name: String,
+    /// The count's key: the name under the client's namespace.
+    key: String,
+    /// The channel counts and openings are published on (see [`channel_name`]).
     channel: String,
 }
 
@@ -81,19 +90,54 @@ impl Client {
     /// # }
     /// ```
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        let name = self.object_name(&name.into());
+        let name = name.into();
+        let key = self.object_name(&name);
         CountDownLatch {
             inner: Arc::new(LatchInner {
                 client: self.clone(),
-                channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
+                channel: channel_name(&key, self.inner.conn.is_cluster()),
+                key,
                 name,
             }),
         }
     }
 }
 
+/// The channel of the latch whose count is at `key`.
+///
+/// Redisson's `getChannelName` is `redisson_countdownlatch__channel__{<key>}` for every key (it
+/// does not use `prefixName`). That channel is kept everywhere it shares the key's Redis
+/// Cluster slot, which is on every deployment but a cluster, and on a cluster for every key
+/// without a `}`. A key with its own hash tag (`orders{eu}:1`) would put Redisson's channel in
+/// another slot than the count (`orders{eu` is hashed, not `eu`), and the scripts, which publish
+/// with `spublish` and name the channel in `KEYS`, would fail with `CROSSSLOT` (Redisson's own
+/// latch fails so on a cluster). There the channel is
+/// `redisson_countdownlatch__channel__<key>`, which keeps the key's hash tag.
+fn channel_name(key: &str, cluster: bool) -> String {
+    let redisson = format!("{LATCH_CHANNEL_PREFIX}{{{key}}}");
+    if !cluster || key_slot(redisson.as_bytes()) == key_slot(key.as_bytes()) {
+        redisson
+    } else {
+        format!("{LATCH_CHANNEL_PREFIX}{key}")
+    }
+}
+
+/// What Redisson puts before the latch's key in its channel's name.
+const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
+
 impl CountDownLatch {
-    /// The latch's name.
+    /// The latch's name as given to [`Client::count_down_latch`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `workers-ready` and the latch is kept at `billing:workers-ready` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.count_down_latch("workers-ready").name(), "workers-ready");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -134,7 +178,7 @@ impl CountDownLatch {
         let inner = &self.inner;
         let mut invocation = LATCH_SET_COUNT.prepare_invoke();
         invocation
-            .key(&inner.name)
+            .key(&inner.key)
             .key(&inner.channel)
             .arg(count)
             .arg(NEW_COUNT_MESSAGE)
@@ -174,7 +218,7 @@ impl CountDownLatch {
         let inner = &self.inner;
         let mut invocation = LATCH_COUNT_DOWN.prepare_invoke();
         invocation
-            .key(&inner.name)
+            .key(&inner.key)
             .key(&inner.channel)
             .arg(ZERO_COUNT_MESSAGE)
             .arg(inner.client.inner.conn.publish_command());
@@ -213,7 +257,7 @@ impl CountDownLatch {
             .inner
             .conn
             .query(
-                redis::cmd("GET").arg(&self.inner.name),
+                redis::cmd("GET").arg(&self.inner.key),
                 "reading a latch count",
                 &self.inner.name,
             )
@@ -225,6 +269,11 @@ impl CountDownLatch {
     ///
     /// Woken by the zero-count message; between messages it checks the count at least every 2 s,
     /// in case a message is lost.
+    ///
+    /// # Redis stalls
+    ///
+    /// A read or subscription that times out ([`Error::Timeout`]) is made again after a short pause
+    /// while the wait has time left: a stall shorter than the wait is waited through.
     ///
     /// # Cancel safety
     ///
@@ -281,19 +330,35 @@ impl CountDownLatch {
         self.wait_until(Some(deadline)).await
     }
 
+    /// The count, read again after a command timeout while `deadline` leaves time (a read:
+    /// always safe to repeat).
+    async fn count_through_stalls(&self, deadline: Option<Instant>) -> Result<u64> {
+        loop {
+            match self.count().await {
+                Err(err) => pause_before_retry(err, deadline).await?,
+                done => return done,
+            }
+        }
+    }
+
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
-        if self.count().await? == 0 {
+        if self.count_through_stalls(deadline).await? == 0 {
             return Ok(true);
         }
         let hub = &self.inner.client.inner.hub;
         let channel = &self.inner.channel;
-        let subscription = match hub.try_join(channel, || None) {
-            Some(subscription) => subscription,
-            None => hub.subscribe(channel, WakePolicy::All, None).await?,
+        let subscription = loop {
+            if let Some(subscription) = hub.try_join(channel, || None) {
+                break subscription;
+            }
+            match hub.subscribe(channel, WakePolicy::All, None).await {
+                Ok(subscription) => break subscription,
+                Err(err) => pause_before_retry(err, deadline).await?,
+            }
         };
         // Subscribed: a zero-count message published from now on wakes us, so check again.
         loop {
-            if self.count().await? == 0 {
+            if self.count_through_stalls(deadline).await? == 0 {
                 subscription.finish();
                 return Ok(true);
             }
@@ -305,5 +370,32 @@ impl CountDownLatch {
                 .wait_until(park_until(now, MAX_PARK, deadline))
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_redissons_unless_that_leaves_the_keys_slot() {
+        for cluster in [false, true] {
+            assert_eq!(
+                channel_name("ready", cluster),
+                "redisson_countdownlatch__channel__{ready}"
+            );
+        }
+        assert_eq!(
+            channel_name("orders{eu}:1", false),
+            "redisson_countdownlatch__channel__{orders{eu}:1}"
+        );
+        let tagged = channel_name("orders{eu}:1", true);
+        assert_eq!(tagged, "redisson_countdownlatch__channel__orders{eu}:1");
+        assert_eq!(key_slot(tagged.as_bytes()), key_slot(b"eu"));
+        // A `{` without a closing brace is no hash tag: Redisson's channel shares the slot.
+        assert_eq!(
+            channel_name("a{b", true),
+            "redisson_countdownlatch__channel__{a{b}"
+        );
     }
 }

@@ -20,6 +20,7 @@ mod rwlock;
 mod scripts;
 mod semaphore;
 mod sentinel_watch;
+mod stall;
 mod task;
 mod watchdog;
 

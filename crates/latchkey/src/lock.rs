@@ -13,6 +13,7 @@ use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
+use crate::stall::pause_before_retry;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
 
@@ -197,6 +198,11 @@ enum Attempt {
     Held {
         retry_after: i64,
     },
+    /// The script call timed out while this handle held nothing and had no other attempt or
+    /// release under way: if the script ran after all, the hold it granted is stranded, and the
+    /// next attempt takes it over as one fresh hold (the registry's `alone`), so trying again
+    /// is safe.
+    Stalled(Error),
 }
 
 impl Lock {
@@ -221,7 +227,18 @@ impl Lock {
         }
     }
 
-    /// The lock's name.
+    /// The lock's name as given to [`Client::lock`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `printer` and the lock is kept at `billing:printer` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.lock("printer").name(), "printer");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -236,6 +253,16 @@ impl Lock {
     ///
     /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
     /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
     ///
     /// # Cancel safety
     ///
@@ -400,6 +427,10 @@ impl Lock {
                     return Ok(Some(guard));
                 }
                 Attempt::Held { retry_after } => retry_after,
+                Attempt::Stalled(err) => {
+                    pause_before_retry(err, deadline).await?;
+                    continue;
+                }
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -408,11 +439,17 @@ impl Lock {
             let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
                 // Subscribe, then retry at once: an unlock between the failed attempt and the
                 // subscription would otherwise go unnoticed.
-                subscription = Some(
-                    hub.subscribe(channel, WakePolicy::Lock, Some(self.leave_task()))
-                        .await?,
-                );
-                covered = true;
+                match hub
+                    .subscribe(channel, WakePolicy::Lock, Some(self.leave_task()))
+                    .await
+                {
+                    Ok(subscribed) => {
+                        subscription = Some(subscribed);
+                        covered = true;
+                    }
+                    // A stalled server: try again (subscribing changes nothing in Redis).
+                    Err(err) => pause_before_retry(err, deadline).await?,
+                }
                 continue;
             };
             // Wait for an unlock message, but never longer than the holder's remaining lease (a
@@ -523,7 +560,7 @@ impl Lock {
         let sent_at = Instant::now();
         // With replica sync, a grant too few replicas acknowledged is undone by releasing the
         // hold just granted (one hold, this lease), and the attempt fails with NotReplicated.
-        let reply: Vec<i64> = client
+        let reply: Vec<i64> = match client
             .acquire_script(
                 AcquireCall {
                     script: &scripts::LOCK_ACQUIRE,
@@ -535,7 +572,12 @@ impl Lock {
                 |reply: &Vec<i64>| reply.first() == Some(&1),
                 || self.release_task(lease_ms),
             )
-            .await?;
+            .await
+        {
+            Ok(reply) => reply,
+            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
+            Err(err) => return Err(err),
+        };
         match reply.as_slice() {
             [1, token, holds] => {
                 let ticket = client.registry.acquired(

@@ -17,6 +17,7 @@ use crate::replica::AcquireCall;
 use crate::semaphore::{
     check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
 };
+use crate::stall::pause_before_retry;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
 
@@ -205,13 +206,14 @@ impl Client {
     /// # }
     /// ```
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        let name = self.object_name(&name.into());
+        let name = name.into();
+        let key = self.object_name(&name);
         PermitSemaphore {
             inner: Arc::new(PermitSemaphoreInner {
                 client: self.clone(),
-                key: Arc::from(name.as_str()),
-                leases_key: Arc::from(suffix_name(&name, "timeout")),
-                channel: Arc::from(prefix_name("redisson_sc", &name)),
+                leases_key: Arc::from(suffix_name(&key, "timeout")),
+                channel: Arc::from(prefix_name("redisson_sc", &key)),
+                key: Arc::from(key),
                 name,
             }),
         }
@@ -245,10 +247,25 @@ enum Attempt {
         available: i64,
         next_end: i64,
     },
+    /// The script call timed out. If it ran after all, the permits it leased under this
+    /// attempt's fresh ids are given back by id (the undo is queued behind it on the same
+    /// connection, and changes nothing if it never ran), so trying again is safe.
+    Stalled(Error),
 }
 
 impl PermitSemaphore {
-    /// The semaphore's name.
+    /// The semaphore's name as given to [`Client::permit_semaphore`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `workers` and the semaphore is kept at `billing:workers` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.permit_semaphore("workers").name(), "workers");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -432,6 +449,13 @@ impl PermitSemaphore {
     ///
     /// Waiters sleep until a release is published on the semaphore's channel or the next lease
     /// out ends (at most 2 s between attempts). The semaphore is not fair.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through. Permits that the timed-out call leased after all (under ids only it knew) are given
+    /// back by id, by a release queued behind it; the retry leases new ids.
     ///
     /// # Cancel safety
     ///
@@ -662,15 +686,24 @@ impl PermitSemaphore {
                     }
                     next_end
                 }
+                Attempt::Stalled(err) => {
+                    pause_before_retry(err, deadline).await?;
+                    continue;
+                }
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
             let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
-                covered = true;
-                woken = false;
+                match hub.subscribe(channel, WakePolicy::Count, None).await {
+                    Ok(subscribed) => {
+                        subscription = Some(subscribed);
+                        covered = true;
+                        woken = false;
+                    }
+                    Err(err) => pause_before_retry(err, deadline).await?,
+                }
                 continue;
             };
             // A lease that ends publishes nothing: wake up when the next one ends, to reclaim it.
@@ -715,7 +748,7 @@ impl PermitSemaphore {
         // by id (the release script drops exactly these ids' leases and returns their permits
         // to the available count, waking waiters), and the attempt fails with NotReplicated.
         // Nothing was registered with the watchdog yet, so no renewal outlives the undo.
-        let reply: Vec<i64> = client
+        let reply: Vec<i64> = match client
             .acquire_script(
                 AcquireCall {
                     script: &PSEM_ACQUIRE,
@@ -727,7 +760,16 @@ impl PermitSemaphore {
                 |reply: &Vec<i64>| reply.first() == Some(&1),
                 || self.release_task(&ids),
             )
-            .await?;
+            .await
+        {
+            Ok(reply) => reply,
+            Err(err) if err.is_uncertain() => {
+                // Give back whatever the timed-out call leased, should it have run.
+                let _ = client.background.send(self.release_task(&ids));
+                return Ok(Attempt::Stalled(err));
+            }
+            Err(err) => return Err(err),
+        };
         match reply.as_slice() {
             [1, _] => {
                 let tickets = ids

@@ -161,13 +161,14 @@ impl Client {
     /// # }
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        let name = self.object_name(&name.into());
+        let name = name.into();
+        let key = self.object_name(&name);
         Semaphore {
             inner: Arc::new(SemaphoreInner {
                 client: self.clone(),
-                key: Arc::from(name.as_str()),
-                total_key: Arc::from(prefix_name("latchkey_semaphore_total", &name)),
-                channel: Arc::from(prefix_name("redisson_sc", &name)),
+                total_key: Arc::from(prefix_name("latchkey_semaphore_total", &key)),
+                channel: Arc::from(prefix_name("redisson_sc", &key)),
+                key: Arc::from(key),
                 name,
             }),
         }
@@ -194,7 +195,18 @@ enum Attempt {
 }
 
 impl Semaphore {
-    /// The semaphore's name.
+    /// The semaphore's name as given to [`Client::semaphore`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `downloads` and the semaphore is kept at `billing:downloads` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.semaphore("downloads").name(), "downloads");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -353,6 +365,13 @@ impl Semaphore {
     /// Waiters sleep until a release is published on the semaphore's channel (at most 2 s
     /// between attempts, in case a message is lost). The semaphore is not fair:
     /// a request for fewer permits may overtake one for more.
+    ///
+    /// # Redis stalls
+    ///
+    /// Unlike the locks and the [`PermitSemaphore`](crate::PermitSemaphore), an acquire that times
+    /// out ([`Error::Timeout`]) is not made again: Redisson's semaphore is a bare count, so permits
+    /// the timed-out call took after all cannot be told apart or given back, and every retry during
+    /// the stall could take more. After the error, check the count ([`Semaphore::available`]).
     ///
     /// # Cancel safety
     ///

@@ -210,3 +210,46 @@ fn the_latch_is_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<latchkey::CountDownLatch>();
 }
+
+/// On a Redis Cluster, a latch whose name has its own hash tag (`orders{eu}:1`) publishes on a
+/// channel in its key's slot: Redisson's `redisson_countdownlatch__channel__{orders{eu}:1}`
+/// hashes `orders{eu`, another slot, and the scripts (which name the channel in `KEYS` and
+/// publish with `spublish`) failed with CROSSSLOT. A name without one keeps Redisson's channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hash_tagged_latch_opens_on_a_cluster() {
+    let cluster = latchkey_test_support::RedisCluster::spawn(3, 0);
+    let hosts: Vec<String> = cluster.primaries().iter().map(|node| node.addr()).collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let setter = Client::connect(url.as_str()).await.unwrap();
+    let waiter = Client::connect(url.as_str()).await.unwrap();
+    for (name, channel) in [
+        (
+            "orders{eu}:1",
+            "redisson_countdownlatch__channel__orders{eu}:1",
+        ),
+        ("orders:2", "redisson_countdownlatch__channel__{orders:2}"),
+    ] {
+        assert_eq!(cluster.key_slot(channel), cluster.key_slot(name));
+        let latch = setter.count_down_latch(name);
+        assert!(latch.try_set_count(2).await.unwrap(), "{name}");
+        let waiting = {
+            let latch = waiter.count_down_latch(name);
+            tokio::spawn(async move { latch.wait().await })
+        };
+        assert_eq!(latch.count_down().await.unwrap(), 1, "{name}");
+        // The waiter listens on the channel in the key's slot, where the scripts publish.
+        let node = cluster.node_for_key(name);
+        let subscribed = eventually(Duration::from_secs(30), || async {
+            node.cmd_sync(&["PUBSUB", "SHARDNUMSUB", channel])
+                == redis::Value::Array(vec![
+                    redis::Value::BulkString(channel.as_bytes().to_vec()),
+                    redis::Value::Int(1),
+                ])
+        })
+        .await;
+        assert!(subscribed, "{name}: nobody listens on {channel}");
+        assert_eq!(latch.count_down().await.unwrap(), 0, "{name}");
+        waiting.await.unwrap().unwrap();
+        assert_eq!(latch.count().await.unwrap(), 0);
+    }
+}

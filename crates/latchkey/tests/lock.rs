@@ -958,3 +958,230 @@ async fn a_release_still_on_its_way_is_not_mistaken_for_a_stranded_hold() {
     }
     assert!(!lock.is_locked().await.unwrap());
 }
+
+/// Every primitive under a namespace: `name()` is the name given, the checks are on that name
+/// (a name of exactly `MAX_NAME_LEN` bytes works, reserved prefixes and a whole hash tag are
+/// refused), and the object is kept at `<namespace>:<name>` (another namespace's object of the
+/// same name is another object).
+#[tokio::test]
+async fn every_primitive_namespaces_its_keys_the_same_way() {
+    use latchkey::MAX_NAME_LEN;
+
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let tenant = |ns: &'static str| Client::builder(server.url()).namespace(ns).connect();
+    let a = tenant("tenant-a").await.unwrap();
+    let b = tenant("tenant-b").await.unwrap();
+
+    // What each primitive does with a name: its `name()`, and one use that writes its key (or
+    // fails on a bad name). The write leaves the object in Redis until the test ends.
+    type Use =
+        fn(Client, String) -> futures_util::future::BoxFuture<'static, latchkey::Result<String>>;
+    let primitives: [(&str, Use); 7] = [
+        ("lock", |c, n| {
+            Box::pin(async move {
+                let lock = c.lock(n);
+                std::mem::forget(lock.lock().await?);
+                Ok(lock.name().to_owned())
+            })
+        }),
+        ("fair lock", |c, n| {
+            Box::pin(async move {
+                let lock = c.fair_lock(n);
+                std::mem::forget(lock.lock().await?);
+                Ok(lock.name().to_owned())
+            })
+        }),
+        ("read-write lock", |c, n| {
+            Box::pin(async move {
+                let lock = c.rw_lock(n);
+                std::mem::forget(lock.write().lock().await?);
+                Ok(lock.name().to_owned())
+            })
+        }),
+        ("semaphore", |c, n| {
+            Box::pin(async move {
+                let semaphore = c.semaphore(n);
+                semaphore.try_set_permits(2).await?;
+                Ok(semaphore.name().to_owned())
+            })
+        }),
+        ("permit semaphore", |c, n| {
+            Box::pin(async move {
+                let semaphore = c.permit_semaphore(n);
+                semaphore.try_set_permits(2).await?;
+                Ok(semaphore.name().to_owned())
+            })
+        }),
+        ("latch", |c, n| {
+            Box::pin(async move {
+                let latch = c.count_down_latch(n);
+                latch.try_set_count(2).await?;
+                Ok(latch.name().to_owned())
+            })
+        }),
+        ("delayed queue", |c, n| {
+            Box::pin(async move {
+                let queue = c.delayed_queue::<String>(n);
+                queue
+                    .offer(&"x".to_owned(), Duration::from_secs(600))
+                    .await?;
+                Ok(queue.name().to_owned())
+            })
+        }),
+    ];
+    for (i, (kind, use_it)) in primitives.iter().enumerate() {
+        let name = format!("orders:{i}");
+        assert_eq!(
+            use_it(a.clone(), name.clone()).await.unwrap(),
+            name,
+            "{kind}: name()"
+        );
+        let key = format!("tenant-a:{name}");
+        let exists: bool = conn.exists(&key).await.unwrap();
+        // The delayed queue keeps its items under derived keys only.
+        let derived: Vec<String> = conn.keys(format!("*tenant-a:{name}*")).await.unwrap();
+        assert!(
+            exists || !derived.is_empty(),
+            "{kind}: nothing at {key}: {derived:?}"
+        );
+        let others: Vec<String> = conn.keys(format!("*tenant-b:{name}*")).await.unwrap();
+        assert!(others.is_empty(), "{kind}: {others:?}");
+        // The same name in the other namespace is another object: set up afresh.
+        assert_eq!(
+            use_it(b.clone(), name.clone()).await.unwrap(),
+            name,
+            "{kind}"
+        );
+        let others: Vec<String> = conn.keys(format!("*tenant-b:{name}*")).await.unwrap();
+        assert!(!others.is_empty(), "{kind}: tenant-b's object is its own");
+        let bare: Vec<String> = conn.keys(format!("{name}*")).await.unwrap();
+        assert!(bare.is_empty(), "{kind}: {bare:?} outside any namespace");
+
+        // The limit counts the name, not the namespace. (One name per kind: objects of two
+        // kinds under one name would share a key.)
+        let longest = format!("{i}{}", "n".repeat(MAX_NAME_LEN - 1));
+        let got = use_it(a.clone(), longest.clone()).await;
+        assert_eq!(
+            got.as_deref().ok(),
+            Some(longest.as_str()),
+            "{kind}: {got:?}"
+        );
+        let too_long = format!("{longest}n");
+        for bad in [
+            "redisson_lock_token:{x}",
+            "latchkey_lock_queue:{x}",
+            "{x}",
+            too_long.as_str(),
+        ] {
+            let err = use_it(a.clone(), bad.to_owned()).await.unwrap_err();
+            assert!(err.is_invalid_argument(), "{kind} {bad:.40}: {err}");
+        }
+    }
+}
+
+/// A waiter whose wait has time left keeps waiting through a Redis stall shorter than the wait
+/// (`CLIENT PAUSE 5000 ALL`, 1 s command timeout): it gets what it waits for once the stall
+/// ends, instead of failing with the command timeout. Lock, fair lock, write lock, permit
+/// semaphore and latch, each waiting before the stall began for something that frees up
+/// during it (a 1.5 s lease, a count taken down after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_wait_through_a_redis_stall() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let holder = client(&server).await;
+    let waiter = Client::builder(server.url())
+        .command_timeout(Duration::from_secs(1))
+        .watchdog_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    let lease = LockOptions::new().lease(Duration::from_millis(1500));
+    let wait = LockOptions::new().wait(Duration::from_secs(30));
+    std::mem::forget(holder.lock("l").lock_with(lease).await.unwrap());
+    std::mem::forget(holder.fair_lock("f").lock_with(lease).await.unwrap());
+    std::mem::forget(holder.rw_lock("rw").write().lock_with(lease).await.unwrap());
+    let permits = holder.permit_semaphore("p");
+    permits.try_set_permits(1).await.unwrap();
+    std::mem::forget(
+        permits
+            .acquire_with(
+                1,
+                latchkey::PermitOptions::new().lease(Duration::from_millis(1500)),
+            )
+            .await
+            .unwrap(),
+    );
+    let latch = holder.count_down_latch("c");
+    latch.try_set_count(1).await.unwrap();
+    // The waiters start waiting before the stall.
+    let lock = {
+        let lock = waiter.lock("l");
+        tokio::spawn(async move {
+            lock.try_lock_with(wait)
+                .await
+                .map(|g| g.map(std::mem::forget).is_some())
+        })
+    };
+    let fair = {
+        let lock = waiter.fair_lock("f");
+        tokio::spawn(async move {
+            lock.try_lock_with(wait)
+                .await
+                .map(|g| g.map(std::mem::forget).is_some())
+        })
+    };
+    let write = {
+        let lock = waiter.rw_lock("rw");
+        tokio::spawn(async move {
+            lock.write()
+                .try_lock_with(wait)
+                .await
+                .map(|g| g.map(std::mem::forget).is_some())
+        })
+    };
+    let permit = {
+        let semaphore = waiter.permit_semaphore("p");
+        tokio::spawn(async move {
+            semaphore
+                .try_acquire(1, Duration::from_secs(30))
+                .await
+                .map(|p| p.map(std::mem::forget).is_some())
+        })
+    };
+    let opened = {
+        let latch = waiter.count_down_latch("c");
+        tokio::spawn(async move { latch.wait_for(Duration::from_secs(30)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(5200)).await;
+    latch.count_down().await.unwrap();
+    for (what, task) in [
+        ("lock", lock),
+        ("fair lock", fair),
+        ("write lock", write),
+        ("permit", permit),
+        ("latch", opened),
+    ] {
+        let got = task.await.unwrap();
+        assert!(
+            matches!(got, Ok(true)),
+            "{what}: {got:?} (the stall ended {:?} ago)",
+            started.elapsed().saturating_sub(Duration::from_secs(5))
+        );
+    }
+    // Only the waiter's grants are left: one hold each (no count from a timed-out attempt).
+    let holds: Vec<(String, i64)> = conn.hgetall("l").await.unwrap();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert_eq!(holds[0].1, 1, "{holds:?}");
+    let leases: i64 = conn.zcard("{p}:timeout").await.unwrap();
+    assert_eq!(leases, 1, "only the granted permit is leased");
+}

@@ -22,6 +22,7 @@ use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::stall::pause_before_retry;
 use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, Renewal, Task};
 
@@ -160,7 +161,7 @@ impl Client {
     /// # }
     /// ```
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(self.clone(), self.object_name(&name.into()))
+        RwLock::new(self.clone(), name.into())
     }
 }
 
@@ -186,12 +187,17 @@ enum Attempt {
     },
     /// A read holder asked for the write lock.
     Upgrade,
+    /// The script call timed out while this side of the handle held nothing and had no other
+    /// attempt or release under way: a grant it made after all is stranded and the next
+    /// attempt takes it over as one fresh hold, so trying again is safe (see `lock.rs`).
+    Stalled(Error),
 }
 
 impl RwLock {
     fn new(client: Client, name: String) -> RwLock {
         let owner = client.next_owner();
-        let key: Arc<str> = Arc::from(name.as_str());
+        let object = client.object_name(&name);
+        let key: Arc<str> = Arc::from(object.as_str());
         RwLock {
             inner: Arc::new(RwInner {
                 read_hold: HoldKey {
@@ -204,15 +210,15 @@ impl RwLock {
                     key,
                     field: Arc::from(format!("{owner}:write")),
                 },
-                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &name)),
-                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &name)),
-                channel: Arc::from(prefix_name("redisson_rwlock", &name)),
-                read_prefix: Arc::from(suffix_name(&name, &format!("{owner}:rwlock_timeout"))),
+                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &object)),
+                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &object)),
+                channel: Arc::from(prefix_name("redisson_rwlock", &object)),
+                read_prefix: Arc::from(suffix_name(&object, &format!("{owner}:rwlock_timeout"))),
                 // Readers' lease keys are `<lease_prefix>:<owner>:rwlock_timeout:<i>`.
-                lease_prefix: Arc::from(if name.contains('{') {
-                    name.clone()
+                lease_prefix: Arc::from(if object.contains('{') {
+                    object.clone()
                 } else {
-                    format!("{{{name}}}")
+                    format!("{{{object}}}")
                 }),
                 pending: AtomicUsize::new(0),
                 read_guards: AtomicUsize::new(0),
@@ -222,7 +228,18 @@ impl RwLock {
         }
     }
 
-    /// The lock's name.
+    /// The lock's name as given to [`Client::rw_lock`], without the client's
+    /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
+    /// `config` and the lock is kept at `billing:config` in Redis. The name is checked
+    /// (length, reserved prefixes, a whole hash tag) as given, whatever the namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// assert_eq!(client.rw_lock("config").name(), "config");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -393,6 +410,10 @@ impl RwLock {
                     }
                     retry_after
                 }
+                Attempt::Stalled(err) => {
+                    pause_before_retry(err, deadline).await?;
+                    continue;
+                }
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -401,8 +422,13 @@ impl RwLock {
             let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
                 // Subscribe, then retry at once: an unlock between the failed attempt and the
                 // subscription would otherwise go unnoticed.
-                subscription = Some(hub.subscribe(channel, WakePolicy::All, None).await?);
-                covered = true;
+                match hub.subscribe(channel, WakePolicy::All, None).await {
+                    Ok(subscribed) => {
+                        subscription = Some(subscribed);
+                        covered = true;
+                    }
+                    Err(err) => pause_before_retry(err, deadline).await?,
+                }
                 continue;
             };
             let mut until = now + retry_park(retry_after, MAX_PARK);
@@ -476,7 +502,7 @@ impl RwLock {
         // to read mode for a downgrading holder); either wakes the waiters. The attempt then
         // fails with NotReplicated. A write grant already removed this writer's pending mark; a
         // refused upgrade ({-1}) or a wait ({0, …}) granted nothing and is not undone.
-        let reply: Vec<i64> = client
+        let reply: Vec<i64> = match client
             .acquire_script(
                 AcquireCall {
                     script,
@@ -491,7 +517,12 @@ impl RwLock {
                     Side::Write => self.write_release_task(lease_ms),
                 },
             )
-            .await?;
+            .await
+        {
+            Ok(reply) => reply,
+            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
+            Err(err) => return Err(err),
+        };
         match reply.as_slice() {
             [1, token, holds] => {
                 let (hold, kind) = match side {
@@ -623,6 +654,16 @@ impl ReadLock {
     /// while a writer waits for it (writer preference; re-entering a read hold and reading while
     /// holding the write lock never wait). The lease is the client's watchdog timeout, renewed by
     /// the watchdog until the guard is released.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (its read side) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds a read hold) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
     ///
     /// # Cancel safety
     ///
@@ -798,6 +839,16 @@ impl WriteLock {
     ///
     /// If this handle (or a clone) already holds the write lock, the hold count goes up and the
     /// call returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (its write side) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the write lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
     ///
     /// # Cancel safety
     ///
