@@ -31,6 +31,8 @@ local publish = ARGV[#ARGV]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'hexists', 'hset', 'rpush', 'time', 'type', 'zadd', 'zrange'}, publish,
+    {KEYS[4], KEYS[5]})
 local mode = ARGV[1]
 local count = (#ARGV - 2) / 3
 if (mode ~= 'in' and mode ~= 'at') or count < 1 or count ~= math.floor(count) then

@@ -5,6 +5,7 @@
 -- ARGV[1]  the most items to return
 --
 -- Returns a flat array: id, due time (ms since the epoch), payload, for each item in due order.
+acl_check({'hget', 'type', 'zrange'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

@@ -6,6 +6,7 @@
 --
 -- Returns 1 when the item was removed, 0 when it is not waiting (already ready, taken, removed,
 -- or unknown); nothing changes then.
+acl_check({'hdel', 'type', 'zrem'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

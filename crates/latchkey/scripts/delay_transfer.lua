@@ -29,6 +29,7 @@ local publish = ARGV[2]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'rpush', 'time', 'type', 'zrange', 'zrangebyscore', 'zrem'}, publish, {KEYS[4]})
 local limit = tonumber(ARGV[1])
 local now = redis.call('time')
 local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -38,6 +39,9 @@ local step = 1000
 -- Deliveries never acknowledged in time go back to the head of the ready list, oldest first.
 local expired = redis.call('zrangebyscore', KEYS[3], '-inf', now_ms, 'LIMIT', 0, limit)
 if #expired > 0 then
+    -- LPUSH is checked only here, still before the first write: without it, due items still
+    -- move as long as no delivery expires.
+    acl_check({'lpush'})
     for i = #expired, 1, -1 do
         redis.call('lpush', KEYS[2], expired[i])
     end

@@ -45,6 +45,9 @@ local publish = ARGV[6]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'get', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
+    'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrangebyscore', 'zrem',
+    'zscore'}, publish)
 if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
     return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end

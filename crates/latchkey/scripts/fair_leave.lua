@@ -19,6 +19,8 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'exists', 'lindex', 'lpop', 'lrange', 'lrem', 'time', 'type', 'zincrby', 'zrem',
+    'zscore'}, publish)
 local queue_type = redis.call('type', KEYS[2])['ok']
 local deadlines_type = redis.call('type', KEYS[3])['ok']
 if (queue_type ~= 'none' and queue_type ~= 'list')

@@ -18,6 +18,8 @@ local publish = ARGV[4]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'hexists', 'hincrby', 'lindex', 'lpop', 'pexpire', 'time', 'type', 'zrem',
+    'zscore'}, publish)
 local lock_type = redis.call('type', KEYS[1])['ok']
 if lock_type ~= 'none' and lock_type ~= 'hash' then
     return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')

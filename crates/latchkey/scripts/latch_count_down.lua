@@ -12,6 +12,7 @@ local publish = ARGV[2]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'decr', 'del', 'get', 'type'}, publish, {KEYS[2]})
 local t = redis.call('type', KEYS[1])['ok']
 if t == 'none' then
     return 0

@@ -13,6 +13,7 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'set', 'type'}, publish, {KEYS[2]})
 local t = redis.call('type', KEYS[1])['ok']
 if t ~= 'none' and t ~= 'string' then
     return redis.error_reply('WRONGTYPE the latch key holds a ' .. t .. ', not a string')

@@ -24,14 +24,13 @@
 -- cost no extra calls on the hot path: every key is first *read* with a command that fails on
 -- another type (HLEN, GET, ZSCORE), or, for the fencing counter, its INCR is the first write
 -- (INCR fails on anything but an integer string, before anything was written).
+acl_check({'del', 'get', 'hdel', 'hexists', 'hincrby', 'hlen', 'hset', 'incr', 'pexpire', 'pttl',
+    'time', 'type', 'zadd', 'zrem', 'zscore'})
 local function read(what, want, command, key, ...)
-    local reply = redis.pcall(command, key, ...)
+    local reply = wrongtype_only(redis.pcall(command, key, ...))
     if type(reply) == 'table' and reply.err then
-        if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
-            local found = redis.call('type', key)['ok']
-            error({err = 'WRONGTYPE ' .. what .. ' holds a ' .. found .. ', not a ' .. want})
-        end
-        error(reply)
+        local found = redis.call('type', key)['ok']
+        error({err = 'WRONGTYPE ' .. what .. ' holds a ' .. found .. ', not a ' .. want})
     end
     return reply
 end
@@ -80,9 +79,9 @@ end
 -- refuses it, nothing written).
 local function unregister()
     if ARGV[5] == '0' then
-        local removed = redis.pcall('zrem', KEYS[3], ARGV[3])
+        local removed = wrongtype_only(redis.pcall('zrem', KEYS[3], ARGV[3]))
         if removed == 1 then
-            redis.pcall('hdel', KEYS[4], ARGV[3])
+            wrongtype_only(redis.pcall('hdel', KEYS[4], ARGV[3]))
         end
     end
 end

@@ -16,6 +16,7 @@ local publish = ARGV[4]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'exists', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
 local queue_type = redis.call('type', KEYS[3])['ok']
 local alive_type = redis.call('type', KEYS[4])['ok']
 local reservation_type = redis.call('type', KEYS[5])['ok']
@@ -23,13 +24,21 @@ if queue_type ~= 'zset' or alive_type ~= 'hash' or
     (reservation_type ~= 'none' and reservation_type ~= 'string') then
     return 0
 end
+-- Only a hand-off meant for the leaving client of a free lock is passed on and published: the
+-- publish is checked then only (before any write), so that a user who may not publish to the
+-- channel still unregisters.
+local handed_off = redis.call('get', KEYS[5]) == ARGV[1]
+local free = redis.call('exists', KEYS[1]) == 0
+if handed_off and free then
+    acl_check({}, publish, {KEYS[2]})
+end
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('hdel', KEYS[4], ARGV[1])
-if redis.call('get', KEYS[5]) ~= ARGV[1] then
+if not handed_off then
     return 0
 end
 redis.call('del', KEYS[5])
-if redis.call('exists', KEYS[1]) == 1 then
+if not free then
     return 0
 end
 local function pick_next()

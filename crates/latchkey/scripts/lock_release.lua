@@ -22,9 +22,11 @@ local publish = ARGV[5]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'get', 'hdel', 'hget', 'hset', 'pexpire', 'set', 'time', 'type', 'zrange',
+    'zrem'}, publish, {KEYS[2]})
 -- HGET fails on a key of another type before anything is written; a missing key or field is
 -- not ours (nothing changes).
-local held = redis.pcall('hget', KEYS[1], ARGV[3])
+local held = wrongtype_only(redis.pcall('hget', KEYS[1], ARGV[3]))
 if type(held) == 'table' and held.err then
     local found = redis.call('type', KEYS[1])['ok']
     return redis.error_reply('WRONGTYPE lock key holds a ' .. found .. ', not a hash')
@@ -44,11 +46,11 @@ redis.call('del', KEYS[1])
 -- when they have the expected types: ZRANGE and HGET refuse other types (pcall: the release
 -- itself stands), and nothing is written before both were read.
 local function pick_next()
-    local head = redis.pcall('zrange', KEYS[3], 0, 0)
+    local head = wrongtype_only(redis.pcall('zrange', KEYS[3], 0, 0))
     if type(head) ~= 'table' or head.err or not head[1] then
         return nil
     end
-    local reserved = redis.pcall('get', KEYS[5])
+    local reserved = wrongtype_only(redis.pcall('get', KEYS[5]))
     if type(reserved) == 'table' and reserved.err then
         return nil
     end
@@ -57,7 +59,7 @@ local function pick_next()
     -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
     local candidate = head[1]
     for _ = 1, 16 do
-        local alive = redis.pcall('hget', KEYS[4], candidate)
+        local alive = wrongtype_only(redis.pcall('hget', KEYS[4], candidate))
         if type(alive) == 'table' then
             return nil -- the liveness key holds another type: no hand-off
         end

@@ -7,13 +7,14 @@
 -- Returns one integer per lock: 1 when the owner still holds it, 0 when it is gone
 -- (expired, deleted, taken over or replaced by a key of another type). Never writes to a key
 -- that is not a hash held by the given owner.
+acl_check({'hexists', 'pexpire'})
 local result = {}
 for i, key in ipairs(KEYS) do
     local field = ARGV[2 * i - 1]
     local lease = tonumber(ARGV[2 * i])
     local held = 0
     -- HEXISTS refuses a key of another type (pcall: an error reply, not 1): never written.
-    if redis.pcall('hexists', key, field) == 1 then
+    if wrongtype_only(redis.pcall('hexists', key, field)) == 1 then
         held = 1
         if lease > 0 then
             redis.call('pexpire', key, lease)

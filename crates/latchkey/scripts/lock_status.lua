@@ -5,6 +5,7 @@
 -- KEYS[3]  latchkey's wait queue (zset)
 --
 -- Returns {holders (flat field/count list), pttl, last fencing token (or -1), waiting clients}.
+acl_check({'get', 'hgetall', 'pttl', 'type', 'zcard'})
 local lock_type = redis.call('type', KEYS[1])['ok']
 if lock_type ~= 'none' and lock_type ~= 'hash' then
     return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')

@@ -14,6 +14,8 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'exists', 'get', 'incrby', 'time', 'type', 'zcard', 'zrangebyscore',
+    'zrem'}, publish, {KEYS[3]})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

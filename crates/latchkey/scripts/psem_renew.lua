@@ -8,6 +8,7 @@
 -- Returns one integer per permit: 1 while its lease runs, 0 once it has ended or is gone.
 -- An ended lease is never extended (its permit may be reclaimed at any moment). Never writes
 -- to a key that is not a zset holding the permit.
+acl_check({'time', 'type', 'zadd', 'zscore'})
 local function unhex(h)
     return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
 end

@@ -9,6 +9,7 @@
 -- through another delivery of it, or removed). Any delivery of the item may acknowledge it, even
 -- one whose visibility timeout ran out: the work is done either way. An id left in the ready
 -- list is skipped by the next take.
+acl_check({'hdel', 'type', 'zrem'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

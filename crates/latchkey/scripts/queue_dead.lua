@@ -9,6 +9,7 @@
 -- ARGV[2]  the payload
 --
 -- Returns 1.
+acl_check({'hdel', 'hset', 'type', 'zrem'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

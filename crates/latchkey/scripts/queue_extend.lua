@@ -8,6 +8,7 @@
 --
 -- Returns 1 when extended, 0 when the delivery no longer holds the item (acknowledged,
 -- released, or timed out and put back or claimed again).
+acl_check({'hget', 'time', 'type', 'zadd', 'zscore'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

@@ -36,6 +36,8 @@ local publish = ARGV[5]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'hexists', 'hget', 'hset', 'lpush', 'time', 'type', 'zadd', 'zrange', 'zrem',
+    'zscore'}, publish, {KEYS[6], KEYS[7]})
 local id = ARGV[2]
 local delay = tonumber(ARGV[4])
 if delay == nil or delay < 0 then

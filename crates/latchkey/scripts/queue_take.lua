@@ -11,6 +11,7 @@
 -- Returns false (nil) when the ready list is empty; {id, payload} ('pop') or
 -- {id, payload, attempt} ('claim'); {} when it skipped ids of items acknowledged or removed
 -- meanwhile and the caller should simply call again.
+acl_check({'hdel', 'hget', 'hincrby', 'lpop', 'time', 'type', 'zadd'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

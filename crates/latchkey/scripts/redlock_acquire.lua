@@ -11,7 +11,8 @@
 -- Key types: a key of another type is never written and the script changes nothing. HLEN fails
 -- on a lock key of another type before anything is written, and INCR, the first write, fails
 -- on a counter that is not an integer string.
-local held = redis.pcall('hlen', KEYS[1])
+acl_check({'get', 'hexists', 'hlen', 'hset', 'incr', 'pexpire', 'pttl', 'type'})
+local held = wrongtype_only(redis.pcall('hlen', KEYS[1]))
 if type(held) == 'table' then
     local found = redis.call('type', KEYS[1])['ok']
     return redis.error_reply('WRONGTYPE the lock key holds a ' .. found .. ', not a hash')

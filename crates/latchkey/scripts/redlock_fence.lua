@@ -8,6 +8,7 @@
 -- Returns 1 when the owner still holds the lock on this node and the counter is now at least the
 -- token, 0 otherwise (nothing changes then). Because the raise happens while the owner holds
 -- the node, every later holder of this node increments past the token.
+acl_check({'get', 'hexists', 'set', 'type'})
 if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return 0
 end

@@ -12,8 +12,9 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'hexists', 'type'}, publish, {KEYS[2]})
 -- HEXISTS fails on a key of another type before anything is written (0 for a missing key).
-local mine = redis.pcall('hexists', KEYS[1], ARGV[1])
+local mine = wrongtype_only(redis.pcall('hexists', KEYS[1], ARGV[1]))
 if type(mine) == 'table' then
     local found = redis.call('type', KEYS[1])['ok']
     return redis.error_reply('WRONGTYPE the lock key holds a ' .. found .. ', not a hash')

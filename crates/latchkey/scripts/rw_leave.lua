@@ -15,6 +15,7 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'hget', 'time', 'type', 'zcard', 'zrem', 'zremrangebyscore'}, publish, {KEYS[3]})
 if redis.call('type', KEYS[2])['ok'] ~= 'zset' then
     return 0
 end

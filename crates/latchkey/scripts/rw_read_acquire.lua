@@ -30,6 +30,8 @@
 --
 -- Reader fields whose every lease key has expired (crashed readers) are dropped first, so
 -- a crashed reader never pins the lock longer than its own lease.
+acl_check({'del', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset',
+    'pexpire', 'pttl', 'set', 'time', 'type', 'zcard', 'zrange', 'zremrangebyscore'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

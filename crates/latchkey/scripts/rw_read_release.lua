@@ -19,6 +19,8 @@ local publish = ARGV[4]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'hdel', 'hget', 'hgetall', 'hlen', 'hset', 'pexpire', 'pttl', 'set',
+    'type'}, publish, {KEYS[2]})
 local lock_type = redis.call('type', KEYS[1])['ok']
 if lock_type == 'none' then
     return -1

@@ -13,6 +13,7 @@
 -- held while the owner's read field exists and at least one of its lease keys is alive; only
 -- the owner's own lease keys are renewed (never another reader's), so a crashed reader's
 -- leases run out even while others keep reading. Never writes to a key of another type.
+acl_check({'exists', 'hget', 'pexpire', 'pttl', 'set', 'type'})
 local result = {}
 for i = 1, #KEYS / 2 do
     local key, prefix = KEYS[2 * i - 1], KEYS[2 * i]

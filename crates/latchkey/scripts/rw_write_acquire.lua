@@ -26,6 +26,8 @@
 -- A caller that will wait is marked pending until shortly after its next attempt is due
 -- (ARGV[4] + 2 s), which makes new readers wait (writer preference); every attempt moves the
 -- mark on, a grant removes it, and a mark not moved on goes stale by itself.
+acl_check({'del', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset', 'incr',
+    'pexpire', 'pttl', 'time', 'type', 'zadd', 'zrem'})
 local function check(key, want, what)
     local t = redis.call('type', key)['ok']
     if t ~= 'none' and t ~= want then

@@ -18,6 +18,8 @@ local publish = ARGV[4]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'del', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset', 'pexpire',
+    'pttl', 'type'}, publish, {KEYS[2]})
 local lock_type = redis.call('type', KEYS[1])['ok']
 if lock_type == 'none' then
     return -1

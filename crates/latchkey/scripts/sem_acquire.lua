@@ -12,6 +12,7 @@
 -- More permits available than the record says means a Redisson client added some (it never
 -- updates the record): the record is raised to the available count, so that releasing the
 -- permits taken here later is not mistaken for an over-release.
+acl_check({'decrby', 'get', 'set', 'type'})
 local function count(key, what)
     local t = redis.call('type', key)['ok']
     if t == 'none' then

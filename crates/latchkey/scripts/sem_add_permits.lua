@@ -20,6 +20,7 @@ local publish = ARGV[3]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'get', 'set', 'type'}, publish, {KEYS[3]})
 local function count(key, what)
     local t = redis.call('type', key)['ok']
     if t == 'none' then

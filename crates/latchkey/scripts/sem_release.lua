@@ -24,6 +24,7 @@ local publish = ARGV[2]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'get', 'incrby', 'set', 'type'}, publish, {KEYS[3]})
 local mode = ARGV[3]
 if mode ~= 'held' and mode ~= 'check' then
     return redis.error_reply('ERR the release mode must be held or check')

@@ -12,6 +12,7 @@ local publish = ARGV[2]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
 end
+acl_check({'exists', 'set', 'type'}, publish, {KEYS[3]})
 for i, what in ipairs({'the semaphore key', 'the semaphore total'}) do
     local t = redis.call('type', KEYS[i])['ok']
     if t ~= 'none' and t ~= 'string' then

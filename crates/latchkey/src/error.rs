@@ -223,8 +223,10 @@ pub enum Error {
 ///
 /// Redis names a command it refuses, but not the key or channel it refused access to: for those
 /// latchkey names the object it was working on (the README lists each object's keys and
-/// channels), or the channel it was subscribing to. A command refused inside a script is named
-/// from the script's line that Redis reports.
+/// channels), or the channel it was subscribing to. A script checks, before it writes anything,
+/// that the user may run its commands and publish to its channels, and refuses in Redis' own
+/// words (so nothing changed); a command refused later inside a script is named from the
+/// script's line that Redis reports.
 ///
 /// # Examples
 ///
@@ -333,49 +335,50 @@ fn quoted_after<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     (!quoted.is_empty()).then_some(quoted)
 }
 
-/// Every script latchkey runs, to name the command on the line where Redis refused one.
+/// Every script latchkey runs (after the prelude), to name the command on the line where Redis
+/// refused one.
 const SCRIPTS: &[&str] = &[
-    include_str!("../scripts/delay_offer.lua"),
-    include_str!("../scripts/delay_pending.lua"),
-    include_str!("../scripts/delay_remove.lua"),
-    include_str!("../scripts/delay_transfer.lua"),
-    include_str!("../scripts/fair_acquire.lua"),
-    include_str!("../scripts/fair_force_unlock.lua"),
-    include_str!("../scripts/fair_leave.lua"),
-    include_str!("../scripts/fair_release.lua"),
-    include_str!("../scripts/latch_count_down.lua"),
-    include_str!("../scripts/latch_set_count.lua"),
-    include_str!("../scripts/lock_acquire.lua"),
-    include_str!("../scripts/lock_force_unlock.lua"),
-    include_str!("../scripts/lock_leave.lua"),
-    include_str!("../scripts/lock_release.lua"),
-    include_str!("../scripts/lock_renew.lua"),
-    include_str!("../scripts/lock_status.lua"),
-    include_str!("../scripts/psem_acquire.lua"),
-    include_str!("../scripts/psem_add_permits.lua"),
-    include_str!("../scripts/psem_count.lua"),
-    include_str!("../scripts/psem_release.lua"),
-    include_str!("../scripts/psem_renew.lua"),
-    include_str!("../scripts/psem_set_permits.lua"),
-    include_str!("../scripts/queue_ack.lua"),
-    include_str!("../scripts/queue_dead.lua"),
-    include_str!("../scripts/queue_extend.lua"),
-    include_str!("../scripts/queue_requeue.lua"),
-    include_str!("../scripts/queue_take.lua"),
-    include_str!("../scripts/redlock_acquire.lua"),
-    include_str!("../scripts/redlock_fence.lua"),
-    include_str!("../scripts/redlock_release.lua"),
-    include_str!("../scripts/rw_force_unlock.lua"),
-    include_str!("../scripts/rw_leave.lua"),
-    include_str!("../scripts/rw_read_acquire.lua"),
-    include_str!("../scripts/rw_read_release.lua"),
-    include_str!("../scripts/rw_renew.lua"),
-    include_str!("../scripts/rw_write_acquire.lua"),
-    include_str!("../scripts/rw_write_release.lua"),
-    include_str!("../scripts/sem_acquire.lua"),
-    include_str!("../scripts/sem_add_permits.lua"),
-    include_str!("../scripts/sem_release.lua"),
-    include_str!("../scripts/sem_set_permits.lua"),
+    crate::scripts::lua!("delay_offer.lua"),
+    crate::scripts::lua!("delay_pending.lua"),
+    crate::scripts::lua!("delay_remove.lua"),
+    crate::scripts::lua!("delay_transfer.lua"),
+    crate::scripts::lua!("fair_acquire.lua"),
+    crate::scripts::lua!("fair_force_unlock.lua"),
+    crate::scripts::lua!("fair_leave.lua"),
+    crate::scripts::lua!("fair_release.lua"),
+    crate::scripts::lua!("latch_count_down.lua"),
+    crate::scripts::lua!("latch_set_count.lua"),
+    crate::scripts::lua!("lock_acquire.lua"),
+    crate::scripts::lua!("lock_force_unlock.lua"),
+    crate::scripts::lua!("lock_leave.lua"),
+    crate::scripts::lua!("lock_release.lua"),
+    crate::scripts::lua!("lock_renew.lua"),
+    crate::scripts::lua!("lock_status.lua"),
+    crate::scripts::lua!("psem_acquire.lua"),
+    crate::scripts::lua!("psem_add_permits.lua"),
+    crate::scripts::lua!("psem_count.lua"),
+    crate::scripts::lua!("psem_release.lua"),
+    crate::scripts::lua!("psem_renew.lua"),
+    crate::scripts::lua!("psem_set_permits.lua"),
+    crate::scripts::lua!("queue_ack.lua"),
+    crate::scripts::lua!("queue_dead.lua"),
+    crate::scripts::lua!("queue_extend.lua"),
+    crate::scripts::lua!("queue_requeue.lua"),
+    crate::scripts::lua!("queue_take.lua"),
+    crate::scripts::lua!("redlock_acquire.lua"),
+    crate::scripts::lua!("redlock_fence.lua"),
+    crate::scripts::lua!("redlock_release.lua"),
+    crate::scripts::lua!("rw_force_unlock.lua"),
+    crate::scripts::lua!("rw_leave.lua"),
+    crate::scripts::lua!("rw_read_acquire.lua"),
+    crate::scripts::lua!("rw_read_release.lua"),
+    crate::scripts::lua!("rw_renew.lua"),
+    crate::scripts::lua!("rw_write_acquire.lua"),
+    crate::scripts::lua!("rw_write_release.lua"),
+    crate::scripts::lua!("sem_acquire.lua"),
+    crate::scripts::lua!("sem_add_permits.lua"),
+    crate::scripts::lua!("sem_release.lua"),
+    crate::scripts::lua!("sem_set_permits.lua"),
 ];
 
 /// The command a script's `redis.call` ran on the line Redis reports in `refusal` ("… script:
@@ -713,29 +716,44 @@ mod tests {
     }
 
     /// The refusals raised inside a script, verbatim from redis-server 7.0.15: the command is
-    /// named from the script line Redis reports.
+    /// named from the script line Redis reports (a line of the prelude and the script together).
     #[test]
     fn script_refusals_name_the_command_key_or_channel() {
-        let release = redis::Script::new(include_str!("../scripts/lock_release.lua"));
-        let acquire = redis::Script::new(include_str!("../scripts/lock_acquire.lua"));
+        let release_source = crate::scripts::lua!("lock_release.lua");
+        let acquire_source = crate::scripts::lua!("lock_acquire.lua");
+        let release = redis::Script::new(release_source);
+        let acquire = redis::Script::new(acquire_source);
         let at = |script: &redis::Script, line: usize| {
             format!("script: {}, on @user_script:{line}.", script.get_hash())
         };
-        let code = |script: &str, line: usize| script.lines().nth(line - 1).unwrap().to_owned();
-        // The lines this test relies on.
-        assert!(
-            code(include_str!("../scripts/lock_release.lua"), 83).contains("redis.call(publish,")
-        );
-        assert!(
-            code(include_str!("../scripts/lock_acquire.lua"), 40).contains("redis.call('time')")
-        );
+        // The lines this test relies on, as Redis numbers them (from 1).
+        let line_of = |source: &str, code: &str| {
+            let found: Vec<usize> = (1..)
+                .zip(source.lines())
+                .filter(|(_, line)| line.trim() == code)
+                .map(|(number, _)| number)
+                .collect();
+            assert_eq!(found.len(), 1, "{code}: {found:?}");
+            found[0]
+        };
+        let publish_line = line_of(release_source, "redis.call(publish, KEYS[2], ARGV[1])");
+        let time_line = line_of(acquire_source, "local now = redis.call('time')");
+        assert!(publish_line > include_str!("../scripts/prelude.lua").lines().count());
         let run = "ERR The user executing the script can't run this command or subcommand";
         assert_eq!(
-            refused(&format!("{run} {}", at(&release, 83)), "unlocking", "o"),
+            refused(
+                &format!("{run} {}", at(&release, publish_line)),
+                "unlocking",
+                "o"
+            ),
             Refused::Command(Some("publish".into()))
         );
         assert_eq!(
-            refused(&format!("{run} {}", at(&acquire, 40)), "locking", "o"),
+            refused(
+                &format!("{run} {}", at(&acquire, time_line)),
+                "locking",
+                "o"
+            ),
             Refused::Command(Some("time".into()))
         );
         // A line without a call (an `error()` rethrowing a `pcall` reply), an unknown script, no
@@ -756,7 +774,7 @@ mod tests {
                 &format!(
                     "ERR The user executing the script can't access at least one of the keys \
                      mentioned in the command arguments {}",
-                    at(&acquire, 40)
+                    at(&acquire, time_line)
                 ),
                 "locking",
                 "orders"
@@ -768,7 +786,33 @@ mod tests {
                 &format!(
                     "ERR The user executing the script can't publish to the channel mentioned \
                      in the command {}",
-                    at(&release, 83)
+                    at(&release, publish_line)
+                ),
+                "unlocking",
+                "orders"
+            ),
+            Refused::ChannelOf("orders".into())
+        );
+    }
+
+    /// The refusals of the prelude's `acl_check`, raised before a script writes anything, verbatim
+    /// from redis-server 7.0.15.
+    #[test]
+    fn prelude_refusals_name_the_command_or_channel() {
+        let place = "script: 4ad9dd692dc423b17ced85a938b09c2b69c971aa, on @user_script:19.";
+        assert_eq!(
+            refused(
+                &format!("NOPERM this user has no permissions to run the 'hdel' command {place}"),
+                "unlocking",
+                "o"
+            ),
+            Refused::Command(Some("hdel".into()))
+        );
+        assert_eq!(
+            refused(
+                &format!(
+                    "NOPERM this user has no permissions to access one of the channels used as \
+                     arguments {place}"
                 ),
                 "unlocking",
                 "orders"
@@ -833,16 +877,17 @@ mod tests {
         );
     }
 
-    /// Every script file is known, so that a command refused in it can be named.
+    /// Every script file is known (after the prelude), so that a command refused in it can be named.
     #[test]
     fn every_script_is_listed() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
         let mut files = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "lua") {
+            if path.extension().is_some_and(|e| e == "lua") && !path.ends_with("prelude.lua") {
                 files += 1;
-                let source = std::fs::read_to_string(&path).unwrap();
+                let prelude = include_str!("../scripts/prelude.lua");
+                let source = prelude.to_owned() + &std::fs::read_to_string(&path).unwrap();
                 assert!(
                     SCRIPTS.contains(&source.as_str()),
                     "{} is not in SCRIPTS",

@@ -22,13 +22,13 @@ use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
 
 static FAIR_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_acquire.lua")));
 static FAIR_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_release.lua")));
 static FAIR_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_leave.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_leave.lua")));
 static FAIR_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fair_force_unlock.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_force_unlock.lua")));
 
 /// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
 /// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,

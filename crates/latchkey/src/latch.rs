@@ -15,9 +15,9 @@ use crate::semaphore::{park_until, MAX_PARK};
 use crate::stall::pause_before_retry;
 
 static LATCH_SET_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/latch_set_count.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_set_count.lua")));
 static LATCH_COUNT_DOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/latch_count_down.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_count_down.lua")));
 
 /// Redisson's `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
 const ZERO_COUNT_MESSAGE: &str = "0";

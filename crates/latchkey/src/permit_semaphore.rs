@@ -22,17 +22,17 @@ use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
 
 static PSEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_acquire.lua")));
 static PSEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_release.lua")));
 static PSEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_set_permits.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_set_permits.lua")));
 static PSEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_add_permits.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_add_permits.lua")));
 static PSEM_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_count.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_count.lua")));
 static PSEM_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/psem_renew.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_renew.lua")));
 
 /// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
 /// digits (as Redisson shows them), and stored as the raw bytes in Redis.

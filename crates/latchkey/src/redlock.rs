@@ -24,11 +24,11 @@ use crate::task::detached;
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
 
 static REDLOCK_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/redlock_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_acquire.lua")));
 static REDLOCK_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/redlock_fence.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_fence.lua")));
 static REDLOCK_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/redlock_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_release.lua")));
 
 /// The default bound on one node's answer (see [`RedLockBuilder::per_node_timeout`]).
 pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);

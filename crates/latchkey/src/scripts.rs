@@ -4,11 +4,23 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// The source of the script `$file` of `scripts/`, after the prelude (`scripts/prelude.lua`: the
+/// helpers every script may use). A command Redis refuses is reported on a line of this text.
+macro_rules! lua {
+    ($file:literal) => {
+        concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prelude.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))
+        )
+    };
+}
+pub(crate) use lua;
+
 macro_rules! script {
     ($(#[$doc:meta])* $name:ident = $file:literal) => {
         $(#[$doc])*
         pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../scripts/", $file))));
+            LazyLock::new(|| Script::new(lua!($file)));
     };
 }
 

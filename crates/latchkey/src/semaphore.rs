@@ -16,13 +16,13 @@ use crate::task::detached;
 use crate::watchdog::Task;
 
 static SEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/sem_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_acquire.lua")));
 static SEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/sem_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_release.lua")));
 static SEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/sem_set_permits.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_set_permits.lua")));
 static SEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/sem_add_permits.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_add_permits.lua")));
 
 /// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
 /// `int`s, so larger totals would break Java clients sharing the semaphore.

@@ -370,7 +370,10 @@ async fn the_transfer_script_run_concurrently_moves_each_item_exactly_once() {
             .ignore();
     }
     let _: () = pipe.query_async(&mut conn).await.unwrap();
-    let script = redis::Script::new(include_str!("../scripts/delay_transfer.lua"));
+    let script = redis::Script::new(concat!(
+        include_str!("../scripts/prelude.lua"),
+        include_str!("../scripts/delay_transfer.lua")
+    ));
     let script = Arc::new(script);
     let mut tasks = Vec::new();
     for _ in 0..8 {

@@ -65,7 +65,7 @@ macro_rules! script {
     ($(#[$doc:meta])* $name:ident = $file:literal) => {
         $(#[$doc])*
         pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../../scripts/", $file))));
+            LazyLock::new(|| Script::new(crate::scripts::lua!($file)));
     };
 }
 

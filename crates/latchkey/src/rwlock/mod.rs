@@ -30,19 +30,19 @@ pub use read_guard::ReadGuard;
 pub use write_guard::WriteGuard;
 
 static RW_READ_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_read_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_acquire.lua")));
 static RW_WRITE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_write_acquire.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_acquire.lua")));
 static RW_READ_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_read_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_release.lua")));
 static RW_WRITE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_write_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_release.lua")));
 static RW_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_renew.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_renew.lua")));
 static RW_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_leave.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_leave.lua")));
 static RW_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/rw_force_unlock.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_force_unlock.lua")));
 
 /// A distributed read-write lock: any number of readers, or one writer, kept in Redis in
 /// Redisson's `RReadWriteLock` layout.
