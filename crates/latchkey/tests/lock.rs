@@ -583,7 +583,9 @@ async fn unreachable_redis_fails_fast_with_a_clear_error() {
     assert!(err.is_connection(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
 
-    // A server that goes away: commands fail within the command timeout instead of hanging.
+    // A server that stops answering: a bounded wait retries each timed-out attempt (a stall
+    // shorter than the wait is waited through) and fails with the timeout once its wait is
+    // over, instead of hanging; an unbounded `lock()` would wait for the server to come back.
     let mut server = RedisServer::spawn();
     let a = Client::builder(server.url())
         .command_timeout(Duration::from_millis(500))
@@ -592,9 +594,14 @@ async fn unreachable_redis_fails_fast_with_a_clear_error() {
         .await
         .unwrap();
     server.pause_process();
-    let err = a.lock("paused").lock().await.unwrap_err();
+    let err = a
+        .lock("paused")
+        .try_lock(Duration::from_secs(1))
+        .await
+        .unwrap_err();
     assert!(err.is_connection(), "{err}");
     server.resume_process();
+    // A server that is gone refuses connections: that is no stall, and fails at once.
     server.kill();
     let err = a.lock("killed").lock().await.unwrap_err();
     assert!(err.is_connection(), "{err}");
