@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::pubsub::Hub;
 use crate::replica::{cluster_shards, AbsentReplicas, LostReplicas};
+use crate::sentinel_watch::{Follow, Resends};
 use crate::watchdog::{self, Registry};
 
 /// The longest object name latchkey accepts, in bytes.
@@ -661,8 +662,8 @@ pub(crate) struct Inner {
     pub(crate) replicas_lost: std::sync::Mutex<Vec<LostReplicas>>,
     /// The Sentinel primary this client last saw with replicas.
     pub(crate) primary_with_replicas: std::sync::Mutex<Option<Arc<str>>>,
-    /// Tells the pub/sub hub that the primary moved.
-    pub(crate) primary_moved: Arc<dyn Fn() + Send + Sync>,
+    /// Follows a Sentinel failover (reconnects, releases again what the old primary took).
+    pub(crate) follow: Follow,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
@@ -743,9 +744,13 @@ impl Client {
         );
         let replicas_absent = Arc::new(std::sync::Mutex::new(replicas_absent));
         let absent = replicas_absent.clone();
+        let follow = Follow {
+            conn: conn.clone(),
+            hub_reconnect: hub.reconnect_callback(),
+            resends: Arc::new(Resends::new(conn.sentinels().is_some())),
+        };
         crate::sentinel_watch::start(
-            conn.clone(),
-            hub.reconnect_callback(),
+            follow.clone(),
             // A replica attached: wait for replicas again from the next acquire on.
             Arc::new(move || absent.lock().unwrap_or_else(|e| e.into_inner()).clear()),
             shutdown.clone(),
@@ -761,7 +766,7 @@ impl Client {
                 primary_with_replicas: std::sync::Mutex::new(
                     replica_sync.and(conn.sentinel_primary()),
                 ),
-                primary_moved: hub.reconnect_callback(),
+                follow,
                 conn,
                 config,
                 hub,

@@ -352,6 +352,7 @@ const SCRIPTS: &[&str] = &[
     crate::scripts::lua!("lock_force_unlock.lua"),
     crate::scripts::lua!("lock_leave.lua"),
     crate::scripts::lua!("lock_release.lua"),
+    crate::scripts::lua!("lock_release_resend.lua"),
     crate::scripts::lua!("lock_renew.lua"),
     crate::scripts::lua!("lock_status.lua"),
     crate::scripts::lua!("psem_acquire.lua"),

@@ -988,7 +988,7 @@ impl FairLockGuard {
             self.lease,
             client.inner.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms, mark } = release else {
+        let Release::Redis { lease_ms, mark, .. } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
@@ -1021,7 +1021,7 @@ impl Drop for FairLockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms, mark } = release {
+        if let Release::Redis { lease_ms, mark, .. } = release {
             let _ = client
                 .background
                 .send(self.lock.release_task(lease_ms).releasing(mark));

@@ -491,6 +491,29 @@ impl Lock {
         }
     }
 
+    /// The guarded release of this handle's last hold, granted with `token`, sent again to a new
+    /// primary after a failover (see `scripts/lock_release_resend.lua`).
+    fn resend_task(&self, token: u64) -> Task {
+        let inner = &self.inner;
+        Task {
+            script: &scripts::LOCK_RELEASE_RESEND,
+            keys: vec![
+                inner.hold.key.clone(),
+                inner.token_key.clone(),
+                inner.channel.clone(),
+            ],
+            args: vec![
+                inner.hold.field.to_string(),
+                token.to_string(),
+                scripts::UNLOCK_MESSAGE.to_owned(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            context: "releasing a lock again after a failover",
+            release: None,
+            lost: None,
+        }
+    }
+
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
@@ -939,11 +962,22 @@ impl LockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms, mark } = release else {
+        let Release::Redis {
+            lease_ms,
+            mark,
+            last,
+        } = release
+        else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
         };
+        if last {
+            client
+                .follow
+                .resends
+                .record(|| self.lock.resend_task(self.fencing_token));
+        }
         // The release runs in its own task: if this future is dropped, the release still happens.
         let left: i64 = self
             .lock
@@ -973,7 +1007,18 @@ impl Drop for LockGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms, mark } = release {
+        if let Release::Redis {
+            lease_ms,
+            mark,
+            last,
+        } = release
+        {
+            if last {
+                client
+                    .follow
+                    .resends
+                    .record(|| self.lock.resend_task(self.fencing_token));
+            }
             let _ = client
                 .background
                 .send(self.lock.release_task(lease_ms).releasing(mark));

@@ -435,8 +435,7 @@ impl Inner {
                 primary = %primary,
                 "latchkey: the sentinels do not vouch for the primary; connecting again"
             );
-            self.conn.forget_primary(Some(&primary));
-            (self.primary_moved)();
+            self.follow.primary_moved(Some(&primary));
         }
         undone?;
         Err(Error::NotReplicated {

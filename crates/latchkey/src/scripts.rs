@@ -33,6 +33,11 @@ script!(
     LOCK_RELEASE = "lock_release.lua"
 );
 script!(
+    /// Release a lock's last hold again on a new primary after a failover, if it is still the
+    /// latest grant.
+    LOCK_RELEASE_RESEND = "lock_release_resend.lua"
+);
+script!(
     /// Renew or check a batch of held locks.
     LOCK_RENEW = "lock_renew.lua"
 );

@@ -9,13 +9,139 @@
 //! command connection is dropped (the next command asks the sentinels again) and the pub/sub
 //! hub reconnects, waking every waiter.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::{Conn, Verdict};
+use crate::watchdog::Task;
+
+/// How long a lock's last release is kept to be sent again after a failover. A release sent to
+/// the demoted primary in the second or so before the client follows the switch may never have
+/// reached the promoted replica; this covers that window many times over.
+const RESEND_WINDOW: Duration = Duration::from_secs(10);
+
+/// The most releases kept (the oldest are dropped first).
+const RESEND_CAPACITY: usize = 4096;
+
+/// The last releases of locks made in the past [`RESEND_WINDOW`] on a Sentinel deployment, to
+/// be sent again, guarded by their fencing token (`scripts/lock_release_resend.lua`), to the
+/// new primary when the client follows a failover. Elsewhere nothing is recorded.
+#[derive(Debug)]
+pub(crate) struct Resends {
+    enabled: bool,
+    recent: Mutex<VecDeque<(Instant, Task)>>,
+}
+
+impl Resends {
+    pub(crate) fn new(enabled: bool) -> Resends {
+        Resends {
+            enabled,
+            recent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Keeps `make()`'s release (the guarded re-send of a lock's last release) for a while.
+    pub(crate) fn record(&self, make: impl FnOnce() -> Task) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        while recent
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > RESEND_WINDOW)
+            || recent.len() >= RESEND_CAPACITY
+        {
+            recent.pop_front();
+        }
+        recent.push_back((now, make()));
+    }
+
+    /// The releases made in the past [`RESEND_WINDOW`], taken out.
+    fn take_recent(&self) -> Vec<Task> {
+        let now = Instant::now();
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .drain(..)
+            .filter(|(at, _)| now.duration_since(*at) <= RESEND_WINDOW)
+            .map(|(_, task)| task)
+            .collect()
+    }
+}
+
+/// What following a failover takes: the connection, the hub's reconnect, the recent releases.
+#[derive(Clone)]
+pub(crate) struct Follow {
+    pub(crate) conn: Conn,
+    pub(crate) hub_reconnect: Arc<dyn Fn() + Send + Sync>,
+    pub(crate) resends: Arc<Resends>,
+}
+
+impl std::fmt::Debug for Follow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follow").finish_non_exhaustive()
+    }
+}
+
+impl Follow {
+    /// The primary at `old` (whatever primary, if unknown) is one no more: drop the connection
+    /// to it, reconnect the hub, and send the recent releases again to the new primary, once
+    /// the client is connected to another server than `old` (within [`RESEND_WINDOW`]).
+    pub(crate) fn primary_moved(&self, old: Option<&str>) {
+        self.conn.forget_primary(old);
+        (self.hub_reconnect)();
+        let tasks = self.resends.take_recent();
+        if tasks.is_empty() {
+            return;
+        }
+        let conn = self.conn.clone();
+        let old = old.map(str::to_owned);
+        tokio::spawn(async move {
+            let deadline = Instant::now() + RESEND_WINDOW;
+            loop {
+                let ping = conn
+                    .query::<String>(&redis::cmd("PING"), "following a failover", "")
+                    .await;
+                let now = conn.sentinel_primary();
+                if ping.is_ok() && now.is_some() && now.as_deref() != old.as_deref() {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    tracing::warn!(
+                        releases = tasks.len(),
+                        "latchkey: the new primary could not be reached to release again; \
+                         those locks stay held until their leases end"
+                    );
+                    return;
+                }
+                // A sentinel that has not heard of the switch yet may name the old primary.
+                conn.forget_primary(old.as_deref());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            for task in tasks {
+                match task.run::<i64>(&conn, "").await {
+                    Ok(1) => tracing::info!(
+                        context = task.context,
+                        "latchkey: a release lost with the old primary was made again"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e.chain(),
+                        "latchkey: releasing again on the new primary failed"
+                    ),
+                }
+            }
+        });
+    }
+}
+
+/// How often the watcher makes sure its sentinel still answers.
+const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(3);
 
 /// The longest pause between two attempts to reach a sentinel.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -28,27 +154,23 @@ const REPLICA_EVENTS: [&str; 3] = ["+convert-to-slave", "+slave", "+slave-reconf
 /// `moved` is called after the command connection was dropped because the primary moved;
 /// `replica_joined` when the sentinels attached a replica to this group's primary.
 pub(crate) fn start(
-    conn: Conn,
-    moved: Arc<dyn Fn() + Send + Sync>,
+    follow: Follow,
     replica_joined: Arc<dyn Fn() + Send + Sync>,
     shutdown: CancellationToken,
 ) {
-    if conn.sentinels().is_none() {
+    if follow.conn.sentinels().is_none() {
         return;
     }
     tokio::spawn(async move {
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            _ = watch(conn, moved, replica_joined) => {}
+            _ = watch(follow, replica_joined) => {}
         }
     });
 }
 
-async fn watch(
-    conn: Conn,
-    moved: Arc<dyn Fn() + Send + Sync>,
-    replica_joined: Arc<dyn Fn() + Send + Sync>,
-) {
+async fn watch(follow: Follow, replica_joined: Arc<dyn Fn() + Send + Sync>) {
+    let conn = &follow.conn;
     let Some(target) = conn.sentinels() else {
         return;
     };
@@ -67,7 +189,7 @@ async fn watch(
             pubsub.subscribe(&REPLICA_EVENTS[..]).await?;
             redis::RedisResult::Ok(pubsub)
         };
-        let mut pubsub = match tokio::time::timeout(timeout, subscribed).await {
+        let pubsub = match tokio::time::timeout(timeout, subscribed).await {
             Ok(Ok(pubsub)) => pubsub,
             _ => {
                 tokio::time::sleep(backoff).await;
@@ -77,9 +199,25 @@ async fn watch(
         };
         backoff = Duration::from_millis(50);
         // Events published before the subscription are lost: compare with the sentinels' word.
-        check(&conn, &moved).await;
-        let mut messages = pubsub.on_message();
-        while let Some(message) = messages.next().await {
+        check(&follow).await;
+        let (mut sink, mut messages) = pubsub.split();
+        let mut health = tokio::time::interval(HEALTH_CHECK_EVERY);
+        health.reset();
+        loop {
+            let message = tokio::select! {
+                message = messages.next() => match message {
+                    Some(message) => message,
+                    None => break,
+                },
+                _ = health.tick() => {
+                    // A connection that went quiet may have lost an event: reconnect (and
+                    // check again) unless the sentinel still answers.
+                    match tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await {
+                        Ok(Ok(_)) => continue,
+                        _ => break,
+                    }
+                }
+            };
             let payload: String = message.get_payload().unwrap_or_default();
             if message.get_channel_name() != "+switch-master" {
                 // `<type> <name> <ip> <port> @ <master name> <master ip> <master port>`
@@ -101,25 +239,19 @@ async fn watch(
                     event = %payload,
                     "latchkey: the sentinels switched the primary"
                 );
-                primary_moved(&conn, &moved, Some(&old));
+                follow.primary_moved(Some(old.as_str()).filter(|old| !old.is_empty()));
             }
         }
     }
 }
 
-/// Drops the connection if the sentinels name another primary than the connected one.
-async fn check(conn: &Conn, moved: &Arc<dyn Fn() + Send + Sync>) {
+/// Follows the switch if the sentinels name another primary than the connected one.
+async fn check(follow: &Follow) {
+    let conn = &follow.conn;
     let (Some(primary), Some(target)) = (conn.sentinel_primary(), conn.sentinels()) else {
         return;
     };
     if target.verdict(&primary).await == Verdict::Moved {
-        primary_moved(conn, moved, Some(&primary));
+        follow.primary_moved(Some(&primary));
     }
-}
-
-/// Forgets the connection to `old` (to whatever primary when it is unknown) and tells `moved`.
-fn primary_moved(conn: &Conn, moved: &Arc<dyn Fn() + Send + Sync>, old: Option<&str>) {
-    let old = old.filter(|old| !old.is_empty());
-    conn.forget_primary(old);
-    moved();
 }

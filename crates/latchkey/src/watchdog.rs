@@ -174,7 +174,12 @@ pub(crate) enum Release {
     Stale,
     /// Release one hold in Redis, leaving `lease_ms` on the remaining holds if any; keep `mark`
     /// until the release script has been answered.
-    Redis { lease_ms: u64, mark: ReleaseMark },
+    Redis {
+        lease_ms: u64,
+        mark: ReleaseMark,
+        /// Whether this is the owner's last hold (the release frees the lock).
+        last: bool,
+    },
 }
 
 impl Registry {
@@ -296,11 +301,13 @@ impl Registry {
                 .as_millis()
                 .max(1) as u64
         };
-        if held.guards == 0 {
+        let last = held.guards == 0;
+        if last {
             state.held.remove(key);
         }
         *state.releasing.entry(key.clone()).or_default() += 1;
         Release::Redis {
+            last,
             lease_ms,
             mark: ReleaseMark {
                 registry: self.clone(),

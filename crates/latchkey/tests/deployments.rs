@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use latchkey::Client;
-use latchkey_test_support::{RedisServer, SentinelGroup, TlsFiles};
+use latchkey_test_support::{eventually, FaultProxy, RedisServer, SentinelGroup, TlsFiles};
 
 /// The documented minimal ACL for locks (see the README's "ACL" section).
 const LOCK_ACL: &str = "app on >app-secret ~* &redisson_lock__channel:* \
@@ -508,4 +508,59 @@ async fn auto_replica_sync_covers_every_lock_family_acquire() {
     read_hold.unlock().await.unwrap();
     taken.release().await.unwrap();
     leased.release().await.unwrap();
+}
+
+/// A release sent to the demoted primary — the client had not yet heard of the failover —
+/// never reaches the promoted replica, which would keep the hold for the rest of its lease.
+/// When the client follows the switch it releases again there, guarded by the hold's fencing
+/// token so that no later grant is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_lost_with_the_demoted_primary_is_made_again_on_the_new_one() {
+    let group = SentinelGroup::spawn(1, 3);
+    // The client reaches the sentinels through proxies, so that it can be made deaf to them.
+    let proxies: Vec<FaultProxy> = group
+        .sentinels()
+        .iter()
+        .map(|sentinel| FaultProxy::start(&sentinel.addr()))
+        .collect();
+    let hosts: Vec<String> = proxies.iter().map(FaultProxy::addr).collect();
+    let url = format!(
+        "redis+sentinel://{}/{}",
+        hosts.join(","),
+        group.master_name()
+    );
+    let client = Client::connect(url).await.unwrap();
+    // Waited for: the replica has the hold before the acquire returns.
+    let guard = client.lock("resend").lock().await.unwrap();
+
+    for proxy in &proxies {
+        proxy.blackhole(true);
+    }
+    let (old, new) = group.manual_failover(Duration::from_secs(60));
+    let server = |addr: &str| group.servers().iter().find(|s| s.addr() == addr).unwrap();
+    // The client still talks to the demoted primary, which takes the release.
+    guard.unlock().await.unwrap();
+    assert_eq!(read::<i64>(server(&old), &["EXISTS", "resend"]), 0);
+    assert_eq!(
+        read::<i64>(server(&new), &["EXISTS", "resend"]),
+        1,
+        "the promoted replica still has the hold"
+    );
+
+    // The client hears the sentinels again, follows the switch and releases again there, long
+    // before the hold's 30 s lease would have ended it.
+    for proxy in &proxies {
+        proxy.blackhole(false);
+    }
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            read::<i64>(server(&new), &["EXISTS", "resend"]) == 0
+        })
+        .await,
+        "the hold stayed on the new primary"
+    );
+    // The fencing guard: a later grant is never released by the re-send.
+    let again = client.lock("resend").lock().await.unwrap();
+    assert_eq!(read::<i64>(server(&new), &["EXISTS", "resend"]), 1);
+    again.unlock().await.unwrap();
 }

@@ -122,7 +122,7 @@ impl ReadGuard {
             self.lease,
             client.inner.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms, mark } = release else {
+        let Release::Redis { lease_ms, mark, .. } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
@@ -156,7 +156,7 @@ impl Drop for ReadGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms, mark } = release {
+        if let Release::Redis { lease_ms, mark, .. } = release {
             let _ = client
                 .background
                 .send(self.rw.read_release_task(lease_ms).releasing(mark));

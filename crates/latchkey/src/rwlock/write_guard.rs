@@ -124,7 +124,7 @@ impl WriteGuard {
             self.lease,
             client.inner.config.watchdog_timeout,
         );
-        let Release::Redis { lease_ms, mark } = release else {
+        let Release::Redis { lease_ms, mark, .. } = release else {
             return Err(Error::NotOwner {
                 name: inner.name.clone(),
             });
@@ -157,7 +157,7 @@ impl Drop for WriteGuard {
             self.lease,
             client.config.watchdog_timeout,
         );
-        if let Release::Redis { lease_ms, mark } = release {
+        if let Release::Redis { lease_ms, mark, .. } = release {
             let _ = client
                 .background
                 .send(self.rw.write_release_task(lease_ms).releasing(mark));

@@ -1,0 +1,37 @@
+-- Release a hold again on a new primary after a Sentinel failover: the release first went to
+-- the demoted primary and may never have reached the replica that was promoted, which would
+-- keep the hold until its lease runs out.
+--
+-- KEYS[1]  lock hash
+-- KEYS[2]  fencing counter
+-- KEYS[3]  unlock channel
+-- ARGV[1]  owner field
+-- ARGV[2]  the fencing token of the hold that was released
+-- ARGV[3]  unlock message
+-- ARGV[4]  publish command: publish or spublish
+--
+-- Only a hold that is still the latest grant is touched: if the counter moved past the
+-- token, somebody — maybe this very owner — was granted the lock since, and nothing changes.
+-- Sent for the owner's last hold only, so one hold is released. Returns 1 when it released
+-- one, 0 otherwise.
+local publish = ARGV[4]
+if publish ~= 'publish' and publish ~= 'spublish' then
+    return redis.error_reply('ERR the publish command must be publish or spublish')
+end
+acl_check({'del', 'get', 'hget', 'hset'}, publish, {KEYS[3]})
+local token = wrongtype_only(redis.pcall('get', KEYS[2]))
+if type(token) ~= 'string' or token ~= ARGV[2] then
+    return 0
+end
+local held = wrongtype_only(redis.pcall('hget', KEYS[1], ARGV[1]))
+if type(held) ~= 'string' then
+    return 0
+end
+local holds = tonumber(held) - 1
+if holds > 0 then
+    redis.call('hset', KEYS[1], ARGV[1], holds)
+    return 1
+end
+redis.call('del', KEYS[1])
+redis.call(publish, KEYS[3], ARGV[3])
+return 1
