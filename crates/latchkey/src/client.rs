@@ -661,7 +661,7 @@ pub(crate) struct Inner {
     /// Primaries found without replicas after they had some, refused for a grace period.
     pub(crate) replicas_lost: std::sync::Mutex<Vec<LostReplicas>>,
     /// The Sentinel primary this client last saw with replicas.
-    pub(crate) primary_with_replicas: std::sync::Mutex<Option<Arc<str>>>,
+    pub(crate) primary_with_replicas: Arc<std::sync::Mutex<Option<Arc<str>>>>,
     /// Follows a Sentinel failover (reconnects, releases again what the old primary took).
     pub(crate) follow: Follow,
     pub(crate) conn: Conn,
@@ -742,17 +742,30 @@ impl Client {
             background.clone(),
             shutdown.clone(),
         );
+        // The primary this client has seen with replicas: the one it connected to, unless it
+        // found none there.
+        let primary_with_replicas = if replicas_absent.is_empty() {
+            replica_sync.and(conn.sentinel_primary())
+        } else {
+            None
+        };
         let replicas_absent = Arc::new(std::sync::Mutex::new(replicas_absent));
-        let absent = replicas_absent.clone();
+        let primary_with_replicas = Arc::new(std::sync::Mutex::new(primary_with_replicas));
+        let (absent, seen) = (replicas_absent.clone(), primary_with_replicas.clone());
         let follow = Follow {
             conn: conn.clone(),
             hub_reconnect: hub.reconnect_callback(),
             resends: Arc::new(Resends::new(conn.sentinels().is_some())),
+            last_moved: Arc::default(),
         };
         crate::sentinel_watch::start(
             follow.clone(),
-            // A replica attached: wait for replicas again from the next acquire on.
-            Arc::new(move || absent.lock().unwrap_or_else(|e| e.into_inner()).clear()),
+            // A replica attached to `primary`: it has been seen with a replica (losing it later
+            // is a loss), and acquires wait for replicas again from the next one on.
+            Arc::new(move |primary: &str| {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::from(primary));
+                absent.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }),
             shutdown.clone(),
         );
         Client {
@@ -763,9 +776,7 @@ impl Client {
                 replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
                 replicas_absent,
                 replicas_lost: std::sync::Mutex::new(Vec::new()),
-                primary_with_replicas: std::sync::Mutex::new(
-                    replica_sync.and(conn.sentinel_primary()),
-                ),
+                primary_with_replicas,
                 follow,
                 conn,
                 config,

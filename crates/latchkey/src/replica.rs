@@ -354,6 +354,9 @@ impl Inner {
                         call.name,
                     )
                     .await?;
+                if acked > 0 && acked >= i64::from(replicas) {
+                    self.replicas_seen(slot);
+                }
                 // Nothing granted (held, queued, too few permits): the WAIT's answer does not
                 // matter.
                 if !granted(&reply) {
@@ -378,11 +381,21 @@ impl Inner {
                         call.name,
                     )
                     .await?;
+                if role_replicas(&role).is_some_and(|n| n > 0) {
+                    self.replicas_seen(slot);
+                }
                 if !granted(&reply) {
                     return Ok(reply);
                 }
                 let (replicas, wait) = self.replica_sync.unwrap_or((1, Duration::from_secs(1)));
                 let (decision, acked) = match role_replicas(&role) {
+                    // A primary this client saw with replicas has lost them: the loss rule.
+                    Some(0)
+                        if !self.first_sight(&self.conn.sentinel_primary())
+                            && self.conn.sentinel_primary().is_some() =>
+                    {
+                        (self.grant_decision(slot, replicas, 0).await?, 0)
+                    }
                     Some(0) => return Ok(reply),
                     // Replicas joined since: wait for this grant now, then as usual.
                     Some(_) => {

@@ -80,6 +80,9 @@ pub(crate) struct Follow {
     pub(crate) conn: Conn,
     pub(crate) hub_reconnect: Arc<dyn Fn() + Send + Sync>,
     pub(crate) resends: Arc<Resends>,
+    /// The last primary followed away from, and when: every sentinel announces the same
+    /// switch, and it is followed once.
+    pub(crate) last_moved: Arc<Mutex<Option<(String, Instant)>>>,
 }
 
 impl std::fmt::Debug for Follow {
@@ -93,6 +96,17 @@ impl Follow {
     /// to it, reconnect the hub, and send the recent releases again to the new primary, once
     /// the client is connected to another server than `old` (within [`RESEND_WINDOW`]).
     pub(crate) fn primary_moved(&self, old: Option<&str>) {
+        if let Some(old) = old {
+            let mut last = self.last_moved.lock().unwrap_or_else(|e| e.into_inner());
+            if last
+                .as_ref()
+                .is_some_and(|(addr, at)| addr == old && at.elapsed() < RESEND_WINDOW)
+                && self.conn.sentinel_primary().as_deref() != Some(old)
+            {
+                return;
+            }
+            *last = Some((old.to_owned(), Instant::now()));
+        }
         self.conn.forget_primary(old);
         (self.hub_reconnect)();
         let tasks = self.resends.take_recent();
@@ -152,10 +166,10 @@ const REPLICA_EVENTS: [&str; 3] = ["+convert-to-slave", "+slave", "+slave-reconf
 
 /// Starts the watcher for the Sentinel-monitored `conn` (nothing for other deployments).
 /// `moved` is called after the command connection was dropped because the primary moved;
-/// `replica_joined` when the sentinels attached a replica to this group's primary.
+/// `replica_joined` with the primary's address when the sentinels attached a replica to it.
 pub(crate) fn start(
     follow: Follow,
-    replica_joined: Arc<dyn Fn() + Send + Sync>,
+    replica_joined: Arc<dyn Fn(&str) + Send + Sync>,
     shutdown: CancellationToken,
 ) {
     if follow.conn.sentinels().is_none() {
@@ -169,22 +183,34 @@ pub(crate) fn start(
     });
 }
 
-async fn watch(follow: Follow, replica_joined: Arc<dyn Fn() + Send + Sync>) {
+/// Listens to every sentinel: some events (`+convert-to-slave`) come only from the sentinel
+/// that acted.
+async fn watch(follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
+    let Some(target) = follow.conn.sentinels() else {
+        return;
+    };
+    let urls = target.sentinels.clone();
+    futures_util::future::join_all(
+        urls.iter()
+            .map(|url| listen(url, follow.clone(), replica_joined.clone())),
+    )
+    .await;
+}
+
+/// Listens to the sentinel at `url`, reconnecting for as long as the client lives.
+async fn listen(url: &str, follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
     let conn = &follow.conn;
     let Some(target) = conn.sentinels() else {
         return;
     };
-    let (urls, master, timeout) = (
-        target.sentinels.clone(),
+    let (master, timeout) = (
         target.master.clone(),
         target.connect_timeout + target.command_timeout,
     );
     let mut backoff = Duration::from_millis(50);
-    for url in urls.iter().cycle() {
+    loop {
         let subscribed = async {
-            let mut pubsub = redis::Client::open(url.as_str())?
-                .get_async_pubsub()
-                .await?;
+            let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
             pubsub.subscribe("+switch-master").await?;
             pubsub.subscribe(&REPLICA_EVENTS[..]).await?;
             redis::RedisResult::Ok(pubsub)
@@ -223,7 +249,9 @@ async fn watch(follow: Follow, replica_joined: Arc<dyn Fn() + Send + Sync>) {
                 // `<type> <name> <ip> <port> @ <master name> <master ip> <master port>`
                 let mut after_at = payload.split(" @ ").nth(1).unwrap_or("").split_whitespace();
                 if after_at.next() == Some(master.as_str()) {
-                    replica_joined();
+                    if let (Some(ip), Some(port)) = (after_at.next(), after_at.next()) {
+                        replica_joined(&format!("{ip}:{port}"));
+                    }
                 }
                 continue;
             }
