@@ -207,12 +207,17 @@ impl SentinelConn {
     }
 
     async fn get(&self) -> redis::RedisResult<MultiplexedConnection> {
-        if let Some((conn, _)) = self.current().as_ref() {
-            return Ok(conn.clone());
+        Ok(self.get_with_addr().await?.0)
+    }
+
+    /// The connection to the primary and that primary's address, read together.
+    async fn get_with_addr(&self) -> redis::RedisResult<(MultiplexedConnection, Arc<str>)> {
+        if let Some(current) = self.current().as_ref() {
+            return Ok(current.clone());
         }
         let _connecting = self.connecting.lock().await;
-        if let Some((conn, _)) = self.current().as_ref() {
-            return Ok(conn.clone());
+        if let Some(current) = self.current().as_ref() {
+            return Ok(current.clone());
         }
         let client = self.target.client().await?;
         let addr: Arc<str> = Arc::from(client.get_connection_info().addr().to_string());
@@ -222,8 +227,8 @@ impl SentinelConn {
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        *self.current() = Some((conn.clone(), addr));
-        Ok(conn)
+        *self.current() = Some((conn.clone(), addr.clone()));
+        Ok((conn, addr))
     }
 
     /// Forgets the connection after an error that suggests the primary moved or died.
@@ -449,7 +454,7 @@ impl Conn {
         (replicas, wait): (u32, Duration),
         context: &'static str,
         key: &str,
-    ) -> Result<(T, i64)> {
+    ) -> Result<(T, i64, Option<Arc<str>>)> {
         let mut tail = redis::cmd("WAIT");
         tail.arg(replicas).arg(wait.as_millis() as u64);
         self.script_then(script, keys, args, &tail, wait * 2, context, key)
@@ -457,7 +462,9 @@ impl Conn {
     }
 
     /// Runs `script` and then `tail` on the same connection, in one pipeline, within the
-    /// command timeout plus `extra`; routed as [`Conn::script_then_wait`].
+    /// command timeout plus `extra`; routed as [`Conn::script_then_wait`]. Also returns, on a
+    /// Sentinel deployment, the address of the primary both ran on (the connection may have
+    /// moved to another primary by the time they are answered).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn script_then<T: FromRedisValue, U: FromRedisValue>(
         &self,
@@ -468,7 +475,7 @@ impl Conn {
         extra: Duration,
         context: &'static str,
         key: &str,
-    ) -> Result<(T, U)> {
+    ) -> Result<(T, U, Option<Arc<str>>)> {
         let mut pipeline = redis::pipe();
         pipeline
             .cmd("EVALSHA")
@@ -480,16 +487,23 @@ impl Conn {
         let timeout = self.timeout + extra;
         let slot = keys.first().map(|k| key_slot(k.as_bytes()));
         let run = async {
-            let mut handle = self.handle_for_slot(slot).await?;
-            match pipeline.query_async::<(T, U)>(&mut handle).await {
+            let (mut handle, ran_on) = match &self.backend {
+                Backend::Sentinel(s) => {
+                    let (conn, addr) = Box::pin(s.get_with_addr()).await?;
+                    (Handle::Plain(conn), Some(addr))
+                }
+                _ => (self.handle_for_slot(slot).await?, None),
+            };
+            let (first, then) = match pipeline.query_async::<(T, U)>(&mut handle).await {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
                     script.prepare_invoke().load_async(&mut handle).await?;
-                    pipeline.query_async(&mut handle).await
+                    pipeline.query_async(&mut handle).await?
                 }
-                other => other,
-            }
+                other => other?,
+            };
+            Ok((first, then, ran_on))
         };
         self.finish(
             tokio::time::timeout(timeout, run).await,

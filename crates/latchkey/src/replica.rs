@@ -90,6 +90,10 @@ enum Decision {
     Undo,
     /// Undo, then drop the connection to this primary.
     UndoAndMove(Arc<str>),
+    /// The grant was made on a primary the client has left since (a failover moved it while
+    /// the answer was on its way): it cannot be undone there, and it is not taken. That server
+    /// has been demoted; it drops its data when it follows the new primary.
+    Abandon,
 }
 
 /// How many replicas a `ROLE` reply of a primary lists; `None` if the server is no primary.
@@ -227,21 +231,50 @@ impl Inner {
     ///
     /// After that the loss is taken for real: the grant stands, a warning is logged, and
     /// acquires on its slots stop waiting for replicas (rechecked every [`REPLICA_RECHECK`]).
-    async fn grant_decision(&self, slot: u16, replicas: u32, acked: i64) -> Result<Decision> {
+    ///
+    /// `ran_on` is the Sentinel primary the grant was made on; if the client has left it since,
+    /// the grant is abandoned (see [`Decision::Abandon`]).
+    async fn grant_decision(
+        &self,
+        slot: u16,
+        replicas: u32,
+        acked: i64,
+        ran_on: &Option<Arc<str>>,
+    ) -> Result<Decision> {
+        let decision = self
+            .grant_decision_on(slot, replicas, acked, ran_on)
+            .await?;
+        // Checked last: the connection may move while the decision is being made.
+        if ran_on.is_some() && self.conn.sentinel_primary() != *ran_on {
+            return Ok(Decision::Abandon);
+        }
+        Ok(decision)
+    }
+
+    async fn grant_decision_on(
+        &self,
+        slot: u16,
+        replicas: u32,
+        acked: i64,
+        ran_on: &Option<Arc<str>>,
+    ) -> Result<Decision> {
         if acked >= i64::from(replicas) {
             if acked > 0 {
-                self.replicas_seen(slot);
+                self.replicas_seen_on(slot, ran_on.clone());
             }
             return Ok(Decision::Keep);
         }
         if self.replica_sync_required {
             return Ok(Decision::Undo);
         }
+        if ran_on.is_some() && self.conn.sentinel_primary() != *ran_on {
+            return Ok(Decision::Abandon);
+        }
         if connected_replicas(&self.conn, slot).await? > 0 {
-            self.replicas_seen(slot);
+            self.replicas_seen_on(slot, ran_on.clone());
             return Ok(Decision::Undo);
         }
-        if let Some(primary) = self.conn.sentinel_primary() {
+        if let Some(primary) = ran_on.clone() {
             let verdict = match self.conn.sentinels() {
                 Some(sentinels) => sentinels.verdict(&primary).await,
                 None => Verdict::Unknown,
@@ -253,7 +286,7 @@ impl Inner {
         let lost_for = {
             let key = self.loss_key(slot);
             let mut lost = lock_ignoring_poison(&self.replicas_lost);
-            let primary = self.conn.sentinel_primary();
+            let primary = ran_on.clone();
             match lost.iter().find(|l| l.key == key) {
                 // A different primary than the one that had replicas: a fresh promotion.
                 Some(l) if l.primary != primary => None,
@@ -299,6 +332,12 @@ impl Inner {
 
     /// Replicas answered on `slot`: forget a loss recorded there, and remember the primary.
     fn replicas_seen(&self, slot: u16) {
+        self.replicas_seen_on(slot, self.conn.sentinel_primary());
+    }
+
+    /// [`Inner::replicas_seen`] for replicas that answered `primary` (a Sentinel primary's
+    /// address).
+    fn replicas_seen_on(&self, slot: u16, primary: Option<Arc<str>>) {
         let key = self.loss_key(slot);
         {
             let mut lost = lock_ignoring_poison(&self.replicas_lost);
@@ -306,7 +345,6 @@ impl Inner {
                 lost.retain(|l| l.key != key);
             }
         }
-        let primary = self.conn.sentinel_primary();
         if primary.is_some() {
             let mut seen = lock_ignoring_poison(&self.primary_with_replicas);
             if *seen != primary {
@@ -343,7 +381,7 @@ impl Inner {
         };
         let (reply, decision, replicas, wait, acked) = match self.replica_wait(slot).await? {
             Some((replicas, wait)) => {
-                let (reply, acked): (T, i64) = self
+                let (reply, acked, ran_on): (T, i64, _) = self
                     .conn
                     .script_then_wait(
                         call.script,
@@ -355,21 +393,21 @@ impl Inner {
                     )
                     .await?;
                 if acked > 0 && acked >= i64::from(replicas) {
-                    self.replicas_seen(slot);
+                    self.replicas_seen_on(slot, ran_on.clone());
                 }
                 // Nothing granted (held, queued, too few permits): the WAIT's answer does not
                 // matter.
                 if !granted(&reply) {
                     return Ok(reply);
                 }
-                let decision = self.grant_decision(slot, replicas, acked).await?;
+                let decision = self.grant_decision(slot, replicas, acked, &ran_on).await?;
                 (reply, decision, replicas, wait, acked)
             }
             // Auto mode on a primary found without replicas: `ROLE` rides along (no extra round
             // trip), so that replicas that came back, or a primary that is one no more, are
             // noticed at the first grant rather than at the next recheck.
             None if self.replica_sync.is_some() => {
-                let (reply, role): (T, redis::Value) = self
+                let (reply, role, ran_on): (T, redis::Value, _) = self
                     .conn
                     .script_then(
                         call.script,
@@ -382,19 +420,19 @@ impl Inner {
                     )
                     .await?;
                 if role_replicas(&role).is_some_and(|n| n > 0) {
-                    self.replicas_seen(slot);
+                    self.replicas_seen_on(slot, ran_on.clone());
                 }
                 if !granted(&reply) {
                     return Ok(reply);
                 }
+                let moved = ran_on.is_some() && self.conn.sentinel_primary() != ran_on;
                 let (replicas, wait) = self.replica_sync.unwrap_or((1, Duration::from_secs(1)));
                 let (decision, acked) = match role_replicas(&role) {
+                    // Granted by a primary the client has left since.
+                    _ if moved => (Decision::Abandon, 0),
                     // A primary this client saw with replicas has lost them: the loss rule.
-                    Some(0)
-                        if !self.first_sight(&self.conn.sentinel_primary())
-                            && self.conn.sentinel_primary().is_some() =>
-                    {
-                        (self.grant_decision(slot, replicas, 0).await?, 0)
+                    Some(0) if ran_on.is_some() && !self.first_sight(&ran_on) => {
+                        (self.grant_decision(slot, replicas, 0, &ran_on).await?, 0)
                     }
                     Some(0) => return Ok(reply),
                     // Replicas joined since: wait for this grant now, then as usual.
@@ -411,10 +449,13 @@ impl Inner {
                                 call.name,
                             )
                             .await?;
-                        (self.grant_decision(slot, replicas, acked).await?, acked)
+                        (
+                            self.grant_decision(slot, replicas, acked, &ran_on).await?,
+                            acked,
+                        )
                     }
                     // Not a primary any more (or an answer we cannot read): never keep it.
-                    None => match self.conn.sentinel_primary() {
+                    None => match ran_on {
                         Some(primary) => (Decision::UndoAndMove(primary), 0),
                         None => (Decision::Undo, 0),
                     },
@@ -441,7 +482,11 @@ impl Inner {
         // holds them. Nothing was recorded yet (no guard, no watchdog entry), so the release
         // script alone undoes it. If the undo itself fails, its error is returned instead: a
         // lease-bound grant then ends with its lease.
-        let undone = undo().run::<redis::Value>(&self.conn, call.name).await;
+        let undone = match decision {
+            // Not on the server that made the grant: leave it to that server's demotion.
+            Decision::Abandon => Ok(redis::Value::Nil),
+            _ => undo().run::<redis::Value>(&self.conn, call.name).await,
+        };
         if let Decision::UndoAndMove(primary) = decision {
             // Undone on the suspect primary; from now on, ask the sentinels where to go.
             tracing::info!(

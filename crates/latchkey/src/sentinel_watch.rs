@@ -160,9 +160,10 @@ const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(3);
 /// The longest pause between two attempts to reach a sentinel.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// The sentinels' events that say a replica was attached to a primary (a demoted primary
-/// reconfigured, a replica discovered or repointed).
-const REPLICA_EVENTS: [&str; 3] = ["+convert-to-slave", "+slave", "+slave-reconf-done"];
+/// The sentinels' events that say a live replica was attached to a primary: a demoted primary
+/// reconfigured, a replica repointed during a failover. (`+slave` is not one: the sentinels
+/// announce it for a dead demoted primary too, as bookkeeping at the switch.)
+const REPLICA_EVENTS: [&str; 2] = ["+convert-to-slave", "+slave-reconf-done"];
 
 /// Starts the watcher for the Sentinel-monitored `conn` (nothing for other deployments).
 /// `moved` is called after the command connection was dropped because the primary moved;
