@@ -7,6 +7,7 @@ mod codec;
 mod conn;
 mod error;
 mod fair_lock;
+mod guard;
 mod keys;
 mod latch;
 mod lock;
@@ -22,6 +23,7 @@ mod semaphore;
 mod sentinel_watch;
 mod stall;
 mod task;
+mod wait;
 mod watchdog;
 
 pub use client::{
@@ -29,6 +31,7 @@ pub use client::{
 };
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
+pub use guard::Guard;
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};

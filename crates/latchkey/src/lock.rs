@@ -1,7 +1,6 @@
 //! The reentrant lock, compatible with Redisson's `RLock`.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,18 +8,14 @@ use tokio::time::Instant;
 
 use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
+use crate::guard::{lock_guard, GuardCore, Holds};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
-use crate::stall::pause_before_retry;
 use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
-
-/// The longest a waiter sleeps between attempts. Unlock messages normally wake it long before;
-/// this bounds the stall when a message is lost or the lock was handed off to a client that
-/// died while waiting.
-const MAX_PARK: Duration = Duration::from_secs(2);
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Task};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
@@ -192,19 +187,6 @@ enum Queue {
     NotRegistered,
 }
 
-enum Attempt {
-    Granted(LockGuard),
-    /// Somebody else holds it; retry after this many ms at the latest (-1: no expiry).
-    Held {
-        retry_after: i64,
-    },
-    /// The script call timed out while this handle held nothing and had no other attempt or
-    /// release under way: if the script ran after all, the hold it granted is stranded, and the
-    /// next attempt takes it over as one fresh hold (the registry's `alone`), so trying again
-    /// is safe.
-    Stalled(Error),
-}
-
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
         let keys = LockKeys::new(&client.object_name(&name));
@@ -320,7 +302,7 @@ impl Lock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        let deadline = deadline_after(wait)?;
+        let deadline = deadline_after(wait, "`lock()`")?;
         self.acquire(Lease::Watchdog, Some(deadline)).await
     }
 
@@ -391,79 +373,36 @@ impl Lock {
             }
             None => Lease::Watchdog,
         };
-        let deadline = options.wait.map(deadline_after).transpose()?;
+        let deadline = options
+            .wait
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.acquire(lease, deadline).await
     }
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
         check_name(&self.inner.name)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        // If this client already listens on the lock's channel, join its waiters first (no I/O):
-        // then the first attempt is already covered, and no retry after subscribing is needed.
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || Some(self.leave_task()))
-        } else {
-            None
+        let leave = || self.leave_task();
+        let waiting = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Lock,
+            on_leave: Some(&leave),
+            max_park: MAX_PARK,
         };
-        let mut covered = subscription.is_some();
-        loop {
-            let others = hub
-                .waiters_on(channel)
-                .saturating_sub(usize::from(subscription.is_some()));
-            // Nobody of this client waits for the lock (no subscription, no other waiter): the
-            // client is not in the lock's wait queue, and a grant has nothing to drop there.
-            let queue = match (others, subscription.is_some()) {
-                (0, false) => Queue::NotRegistered,
-                (0, true) => Queue::Leave,
-                _ => Queue::Stay,
-            };
-            let retry_after = match self.attempt(lease, park_for(deadline), queue).await? {
-                Attempt::Granted(guard) => {
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(guard));
-                }
-                Attempt::Held { retry_after } => retry_after,
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: an unlock between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                match hub
-                    .subscribe(channel, WakePolicy::Lock, Some(self.leave_task()))
-                    .await
-                {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                    }
-                    // A stalled server: try again (subscribing changes nothing in Redis).
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            // Wait for an unlock message, but never longer than the holder's remaining lease (a
-            // lost message costs at most the TTL) nor MAX_PARK.
-            let park = match retry_after {
-                ms if ms >= 0 => Duration::from_millis(ms as u64).min(MAX_PARK),
-                _ => MAX_PARK, // the holder's lock has no expiry
-            };
-            let mut until = now + park;
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
-        }
+        waiting
+            .run(deadline, |turn| {
+                // Nobody of this client waits for the lock (no subscription, no other waiter):
+                // the client is not in the lock's wait queue, and a grant has nothing to drop
+                // there.
+                let queue = match (turn.others, turn.subscribed) {
+                    (0, false) => Queue::NotRegistered,
+                    (0, true) => Queue::Leave,
+                    _ => Queue::Stay,
+                };
+                self.attempt(lease, turn.park, queue)
+            })
+            .await
     }
 
     /// The clean-up run when this client's last waiter for the lock gives up: unregister the
@@ -545,12 +484,22 @@ impl Lock {
     ///
     /// `park` is how long the caller will wait before its next attempt if this one fails (zero:
     /// it will not wait); `queue` is what a grant does to the client's place in the wait queue.
-    async fn attempt(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
+    async fn attempt(
+        &self,
+        lease: Lease,
+        park: Duration,
+        queue: Queue,
+    ) -> Result<Attempt<LockGuard>> {
         let lock = self.clone();
         detached(async move { lock.attempt_inner(lease, park, queue).await }).await?
     }
 
-    async fn attempt_inner(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
+    async fn attempt_inner(
+        &self,
+        lease: Lease,
+        park: Duration,
+        queue: Queue,
+    ) -> Result<Attempt<LockGuard>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
@@ -616,21 +565,11 @@ impl Lock {
                     }),
                 );
                 Ok(Attempt::Granted(LockGuard {
-                    lock: self.clone(),
-                    ticket,
-                    lease,
-                    fencing_token: *token as u64,
-                    released: false,
+                    core: GuardCore::new(self.clone(), ticket, lease, *token as u64),
                 }))
             }
-            [0, retry_after] => Ok(Attempt::Held {
-                retry_after: *retry_after,
-            }),
-            other => Err(Error::Redis(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "unexpected reply from the lock script",
-                format!("{other:?}"),
-            )))),
+            [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
+            other => Err(unexpected("the lock script", other)),
         }
     }
 
@@ -831,23 +770,6 @@ impl Lock {
     }
 }
 
-/// How long a waiter with this deadline may park between attempts (zero: it does not wait).
-fn park_for(deadline: Option<Instant>) -> Duration {
-    match deadline {
-        None => MAX_PARK,
-        Some(d) => d.saturating_duration_since(Instant::now()).min(MAX_PARK),
-    }
-}
-
-fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
-}
-
 /// One hold of a [`Lock`]. Releasing it (explicitly with [`LockGuard::unlock`], or by dropping
 /// it) gives the hold back; the lock is free once every hold is given back.
 ///
@@ -855,173 +777,29 @@ fn deadline_after(wait: Duration) -> Result<Instant> {
 /// Dropping it never blocks: the release is handed to the client's background task.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    lock: Lock,
-    ticket: Ticket,
-    lease: Lease,
-    fencing_token: u64,
-    released: bool,
+    core: GuardCore<Lock>,
 }
 
-impl fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.inner.name)
-            .field("fencing_token", &self.fencing_token)
-            .field("lease", &self.lease)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+lock_guard!(LockGuard, Lock, lock, "client.lock(\"orders:1001\").lock()");
 
-impl LockGuard {
-    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
-    /// this lock (re-entered holds share their holder's token). Give it to the storage you write
-    /// to, and have the storage refuse writes with a token smaller than one it has seen.
-    pub fn fencing_token(&self) -> u64 {
-        self.fencing_token
+impl Holds for Lock {
+    fn client(&self) -> &Client {
+        &self.inner.client
     }
 
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock {
-        &self.lock
+    fn name(&self) -> &str {
+        &self.inner.name
     }
 
-    /// Whether the hold is known to be lost (see [`LockGuard::lost`]).
-    pub fn is_lost(&self) -> bool {
-        self.ticket.lost.is_cancelled()
+    fn hold(&self) -> &HoldKey {
+        &self.inner.hold
     }
 
-    /// Resolves when the hold is lost: the watchdog found the lock gone or owned by someone else,
-    /// renewals failed until the lease ran out, or a fixed lease ran out. After that the critical
-    /// section is no longer protected. The future owns what it needs, so it can be raced against
-    /// the work with `tokio::select!`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// # async fn long_job() {}
-    /// let guard = lock.lock().await?;
-    /// tokio::select! {
-    ///     _ = guard.lost() => eprintln!("lock lost, stopping"),
-    ///     _ = long_job() => guard.unlock().await?,
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.ticket.lost.clone().cancelled_owned()
+    fn release_task(&self, lease_ms: u64) -> Task {
+        Lock::release_task(self, lease_ms)
     }
 
-    /// Releases this hold now and waits for Redis to confirm it.
-    ///
-    /// The guard is consumed, so a hold cannot be released twice:
-    ///
-    /// ```compile_fail
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
-    /// guard.unlock().await?; // error[E0382]: use of moved value: `guard`
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future before it completes still releases the hold: either the release
-    /// script was already sent, or the guard's drop hands it to the background task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
-    /// is changed then, and a successor's lock is untouched. Connection errors if Redis cannot
-    /// be reached; the hold then expires with its lease, unless this handle acquires again
-    /// first: its next acquire takes the stranded hold over as a new hold (one hold, a new
-    /// fencing token).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        let inner = &self.lock.inner;
-        let client = &inner.client.inner;
-        let release = client.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        let Release::Redis {
-            lease_ms,
-            mark,
-            last,
-        } = release
-        else {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        };
-        if last {
-            client
-                .follow
-                .resends
-                .record(|| self.lock.resend_task(self.fencing_token));
-        }
-        // The release runs in its own task: if this future is dropped, the release still happens.
-        let left: i64 = self
-            .lock
-            .release_task(lease_ms)
-            .releasing(mark)
-            .run_detached(&client.conn, &inner.name)
-            .await?;
-        if left < 0 {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let inner = &self.lock.inner;
-        let client = &inner.client.inner;
-        let release = client.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        if let Release::Redis {
-            lease_ms,
-            mark,
-            last,
-        } = release
-        {
-            if last {
-                client
-                    .follow
-                    .resends
-                    .record(|| self.lock.resend_task(self.fencing_token));
-            }
-            let _ = client
-                .background
-                .send(self.lock.release_task(lease_ms).releasing(mark));
-        }
+    fn resend_task(&self, token: u64) -> Option<Task> {
+        Some(Lock::resend_task(self, token))
     }
 }

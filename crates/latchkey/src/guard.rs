@@ -1,0 +1,310 @@
+//! The one guard core under every lock guard ([`LockGuard`](crate::LockGuard),
+//! [`FairLockGuard`](crate::FairLockGuard), [`ReadGuard`](crate::ReadGuard),
+//! [`WriteGuard`](crate::WriteGuard)) and the public [`Guard`] trait they implement.
+//!
+//! A guard is a ticket in the client's hold registry (which the watchdog renews and which fires
+//! `lost`), a lease, a fencing token and the primitive's release script. Releasing it — with
+//! `unlock()` or by dropping it — first tells the registry (so no renewal outlives the release),
+//! then runs the release script: in its own task for `unlock()`, on the client's background
+//! task for a drop, which never blocks.
+
+use std::fmt;
+use std::future::Future;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::watchdog::{HoldKey, Lease, Release, Task, Ticket};
+
+/// A hold on a lock: what every lock guard of latchkey offers.
+///
+/// Implemented by [`LockGuard`](crate::LockGuard), [`FairLockGuard`](crate::FairLockGuard),
+/// [`ReadGuard`](crate::ReadGuard) and [`WriteGuard`](crate::WriteGuard), so code that runs a
+/// critical section can take any of them. Each guard has the same methods as inherent methods
+/// too: importing the trait is only needed for generic code.
+///
+/// # Examples
+///
+/// ```no_run
+/// use latchkey::Guard;
+///
+/// /// Runs `job` under any lock guard, stopping it if the hold is lost.
+/// async fn run_guarded<G: Guard>(guard: G, job: impl std::future::Future<Output = ()>) -> latchkey::Result<()> {
+///     let token = guard.fencing_token(); // pass it to the store you write to
+///     tokio::select! {
+///         _ = guard.lost() => Err(latchkey::Error::Closed),
+///         _ = job => guard.unlock().await,
+///     }
+/// }
+/// ```
+pub trait Guard: fmt::Debug + Send + Sync + sealed::Sealed {
+    /// The name of the lock, as given to the client's factory (without the namespace).
+    fn name(&self) -> &str;
+
+    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
+    /// the lock (re-entered holds share their holder's token).
+    fn fencing_token(&self) -> u64;
+
+    /// Whether the hold is known to be lost (see [`Guard::lost`]).
+    fn is_lost(&self) -> bool;
+
+    /// Resolves when the hold is lost: the watchdog found it gone or owned by someone else,
+    /// renewals failed until the lease ran out, or a fixed lease ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static
+    where
+        Self: Sized;
+
+    /// Releases the hold and waits for Redis to confirm it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future still releases the hold.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotOwner`] if the hold was already gone; connection errors.
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send
+    where
+        Self: Sized;
+}
+
+mod sealed {
+    /// Only latchkey's guards implement [`Guard`](super::Guard).
+    pub trait Sealed {}
+}
+pub(crate) use sealed::Sealed;
+
+/// What the guard core needs of the primitive whose hold it keeps.
+pub(crate) trait Holds: Send + Sync + 'static {
+    fn client(&self) -> &Client;
+    /// The name as the user gave it, for errors.
+    fn name(&self) -> &str;
+    /// The hold in the client's registry.
+    fn hold(&self) -> &HoldKey;
+    /// The release script call for one hold, leaving `lease_ms` on remaining holds.
+    fn release_task(&self, lease_ms: u64) -> Task;
+    /// For a lock's last hold: the release to make again on a new primary after a Sentinel
+    /// failover, guarded by `token` (see `scripts/lock_release_resend.lua`).
+    fn resend_task(&self, _token: u64) -> Option<Task> {
+        None
+    }
+}
+
+/// One hold of a primitive `H`: the shared part of every lock guard.
+pub(crate) struct GuardCore<H: Holds> {
+    held: H,
+    ticket: Ticket,
+    lease: Lease,
+    fencing_token: u64,
+    released: bool,
+}
+
+impl<H: Holds> GuardCore<H> {
+    pub(crate) fn new(held: H, ticket: Ticket, lease: Lease, fencing_token: u64) -> GuardCore<H> {
+        GuardCore {
+            held,
+            ticket,
+            lease,
+            fencing_token,
+            released: false,
+        }
+    }
+
+    /// The primitive handle this hold belongs to.
+    pub(crate) fn held(&self) -> &H {
+        &self.held
+    }
+
+    pub(crate) fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.ticket.lost.is_cancelled()
+    }
+
+    pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.ticket.lost.clone().cancelled_owned()
+    }
+
+    /// Tells the registry this hold is being released and returns the release to send, if
+    /// there is one to send (a lost hold has none).
+    fn release(&mut self) -> Option<Task> {
+        self.released = true;
+        let client = &self.held.client().inner;
+        let release = client.registry.released(
+            self.held.hold(),
+            &self.ticket,
+            self.lease,
+            client.config.watchdog_timeout,
+        );
+        let Release::Redis {
+            lease_ms,
+            mark,
+            last,
+        } = release
+        else {
+            return None;
+        };
+        if last {
+            if let Some(resend) = self.held.resend_task(self.fencing_token) {
+                client.follow.resends.record(|| resend);
+            }
+        }
+        Some(self.held.release_task(lease_ms).releasing(mark))
+    }
+
+    /// Releases the hold and waits for Redis to confirm it; the release runs in its own task,
+    /// so it completes if this future is dropped.
+    pub(crate) async fn unlock(mut self) -> Result<()> {
+        let task = self.release();
+        let not_owner = |held: &H| Error::NotOwner {
+            name: held.name().to_owned(),
+        };
+        let Some(task) = task else {
+            return Err(not_owner(&self.held));
+        };
+        let conn = &self.held.client().inner.conn;
+        let left: i64 = task.run_detached(conn, self.held.name()).await?;
+        if left < 0 {
+            return Err(not_owner(&self.held));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn debug(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
+        f.debug_struct(kind)
+            .field("lock", &self.held.name())
+            .field("fencing_token", &self.fencing_token)
+            .field("lease", &self.lease)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl<H: Holds> Drop for GuardCore<H> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(task) = self.release() {
+            let _ = self.held.client().inner.background.send(task);
+        }
+    }
+}
+
+/// The methods every lock guard has, delegating to its `core` field: `fencing_token`,
+/// `is_lost`, `lost`, `unlock`, `Debug` and [`Guard`].
+macro_rules! lock_guard {
+    ($guard:ident, $handle:ty, $get:ident, $example:literal) => {
+        impl std::fmt::Debug for $guard {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.core.debug(f, stringify!($guard))
+            }
+        }
+
+        impl $guard {
+            /// The fencing token of this hold: strictly larger than the token of every earlier
+            /// holder of this lock (re-entered holds share their holder's token). Give it to
+            /// the storage you write to, and have the storage refuse writes with a token
+            /// smaller than one it has seen.
+            pub fn fencing_token(&self) -> u64 {
+                self.core.fencing_token()
+            }
+
+            /// The handle this guard holds.
+            pub fn $get(&self) -> &$handle {
+                self.core.held()
+            }
+
+            /// Whether the hold is known to be lost (see the `lost` method).
+            pub fn is_lost(&self) -> bool {
+                self.core.is_lost()
+            }
+
+            /// Resolves when the hold is lost: the watchdog found it gone or owned by someone
+            /// else, renewals failed until the lease ran out, or a fixed lease ran out. After
+            /// that the critical section is no longer protected. The future owns what it needs,
+            /// so it can be raced against the work with `tokio::select!`.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only waits.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            /// # async fn long_job() {}
+            #[doc = concat!("let guard = ", $example, ".await?;")]
+            /// tokio::select! {
+            ///     _ = guard.lost() => eprintln!("lock lost, stopping"),
+            ///     _ = long_job() => guard.unlock().await?,
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+                self.core.lost()
+            }
+
+            /// Releases this hold now and waits for Redis to confirm it. The guard is consumed,
+            /// so a hold cannot be released twice.
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future before it completes still releases the hold: either the
+            /// release script was already sent, or the guard's drop hands it to the background
+            /// task.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::NotOwner`](crate::Error::NotOwner) if the hold was already gone
+            /// (expired, lost, force-unlocked): nothing is changed then, and a successor's hold
+            /// is untouched. Connection errors if Redis cannot be reached; the hold then
+            /// expires with its lease, unless this handle acquires again first: its next
+            /// acquire takes the stranded hold over as a new hold (a new fencing token).
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            #[doc = concat!("let guard = ", $example, ".await?;")]
+            /// guard.unlock().await?;
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn unlock(self) -> crate::Result<()> {
+                self.core.unlock().await
+            }
+        }
+
+        impl crate::guard::Sealed for $guard {}
+
+        impl crate::Guard for $guard {
+            fn name(&self) -> &str {
+                crate::guard::Holds::name(self.core.held())
+            }
+
+            fn fencing_token(&self) -> u64 {
+                self.core.fencing_token()
+            }
+
+            fn is_lost(&self) -> bool {
+                self.core.is_lost()
+            }
+
+            fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+                self.core.lost()
+            }
+
+            fn unlock(self) -> impl std::future::Future<Output = crate::Result<()>> + Send {
+                self.core.unlock()
+            }
+        }
+    };
+}
+pub(crate) use lock_guard;
