@@ -10,10 +10,16 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::watchdog::{HoldKey, Lease, Release, Task, Ticket};
+use crate::replica::AcquireCall;
+use crate::wait::Attempt;
+use crate::watchdog::{HoldKey, Lease, Release, Renewal, Task, Ticket};
 
 /// A hold on a lock: what every lock guard of latchkey offers.
 ///
@@ -90,6 +96,80 @@ pub(crate) trait Holds: Send + Sync + 'static {
     /// failover, guarded by `token` (see `scripts/lock_release_resend.lua`).
     fn resend_task(&self, _token: u64) -> Option<Task> {
         None
+    }
+}
+
+/// The lease in milliseconds: the watchdog timeout for a watchdog lease.
+pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
+    match lease {
+        Lease::Watchdog => watchdog_timeout.as_millis() as u64,
+        Lease::Fixed(d) => d.as_millis() as u64,
+    }
+}
+
+/// One acquire script call of a hold of `held`. Every lock-family acquire script takes the lease
+/// in ms first and the `alone` flag last (this handle holds nothing and has no other attempt or
+/// release under way, so a stranded hold of its own may be taken over), and answers
+/// `{1, token, holds}` for a grant; the grant is recorded in the client's registry and made into
+/// a guard with `guard`. Any other reply is handed to `refused`.
+///
+/// A grant too few replicas acknowledged (replica sync) is undone with the release script of
+/// one hold. A timed-out call is [`Attempt::Stalled`] when the handle was alone (the next
+/// attempt takes over what it may have granted), and an error otherwise.
+pub(crate) async fn attempt_hold<H, G>(
+    held: &H,
+    lease: Lease,
+    call: AcquireCall<'_>,
+    args: impl FnOnce(u64) -> Vec<String>,
+    renewal: impl FnOnce() -> Arc<dyn Renewal>,
+    guard: impl FnOnce(GuardCore<H>) -> G,
+    refused: impl FnOnce(&[i64]) -> Result<Attempt<G>>,
+) -> Result<Attempt<G>>
+where
+    H: Holds + Clone,
+{
+    let client = &held.client().inner;
+    let watchdog_timeout = client.config.watchdog_timeout;
+    let lease_ms = lease_ms(lease, watchdog_timeout);
+    // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
+    let attempt = client.registry.begin_attempt(held.hold());
+    let mut args = args(lease_ms);
+    args.push(if attempt.alone { "1" } else { "0" }.to_owned());
+    let sent_at = Instant::now();
+    let reply: Vec<i64> = match client
+        .acquire_script(
+            AcquireCall {
+                args: &args,
+                ..call
+            },
+            |reply: &Vec<i64>| reply.first() == Some(&1),
+            || held.release_task(lease_ms),
+        )
+        .await
+    {
+        Ok(reply) => reply,
+        Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
+        Err(err) => return Err(err),
+    };
+    match reply.as_slice() {
+        [1, token, holds] => {
+            let ticket = client.registry.acquired(
+                held.hold().clone(),
+                held.name(),
+                *holds as u64,
+                lease,
+                watchdog_timeout,
+                sent_at,
+                renewal(),
+            );
+            Ok(Attempt::Granted(guard(GuardCore::new(
+                held.clone(),
+                ticket,
+                lease,
+                *token as u64,
+            ))))
+        }
+        other => refused(other),
     }
 }
 
@@ -199,7 +279,7 @@ impl<H: Holds> Drop for GuardCore<H> {
 /// The methods every lock guard has, delegating to its `core` field: `fencing_token`,
 /// `is_lost`, `lost`, `unlock`, `Debug` and [`Guard`].
 macro_rules! lock_guard {
-    ($guard:ident, $handle:ty, $get:ident, $example:literal) => {
+    ($guard:ident, $example:literal) => {
         impl std::fmt::Debug for $guard {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.core.debug(f, stringify!($guard))
@@ -213,11 +293,6 @@ macro_rules! lock_guard {
             /// smaller than one it has seen.
             pub fn fencing_token(&self) -> u64 {
                 self.core.fencing_token()
-            }
-
-            /// The handle this guard holds.
-            pub fn $get(&self) -> &$handle {
-                self.core.held()
             }
 
             /// Whether the hold is known to be lost (see the `lost` method).

@@ -31,8 +31,8 @@ pub use client::{
 };
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
-pub use guard::Guard;
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
+pub use guard::Guard;
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};

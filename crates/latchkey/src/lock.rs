@@ -8,14 +8,14 @@ use tokio::time::Instant;
 
 use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
-use crate::guard::{lock_guard, GuardCore, Holds};
+use crate::guard::{attempt_hold, lock_guard, GuardCore, Holds};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::detached;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Task};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
@@ -74,6 +74,17 @@ impl LockOptions {
     /// The fixed lease, if one was given (read by the multi-lock and RedLock).
     pub(crate) fn lease_value(&self) -> Option<Duration> {
         self.lease
+    }
+
+    /// The lease kind these options ask for, checked.
+    pub(crate) fn checked_lease(&self) -> Result<Lease> {
+        match self.lease {
+            Some(lease) => {
+                check_lease(lease)?;
+                Ok(Lease::Fixed(lease))
+            }
+            None => Ok(Lease::Watchdog),
+        }
     }
 
     /// The wait, if one was given (read by the multi-lock and RedLock).
@@ -366,13 +377,7 @@ impl Lock {
     /// # }
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        let lease = match options.lease {
-            Some(lease) => {
-                check_lease(lease)?;
-                Lease::Fixed(lease)
-            }
-            None => Lease::Watchdog,
-        };
+        let lease = options.checked_lease()?;
         let deadline = options
             .wait
             .map(|wait| deadline_after(wait, "`lock()`"))
@@ -502,13 +507,6 @@ impl Lock {
     ) -> Result<Attempt<LockGuard>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
-        let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = match lease {
-            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-            Lease::Fixed(d) => d.as_millis() as u64,
-        };
-        // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
-        let attempt = client.registry.begin_attempt(&inner.hold);
         let keys = [
             &*inner.hold.key,
             &*inner.token_key,
@@ -516,61 +514,45 @@ impl Lock {
             &*inner.alive_key,
             &*inner.hand_off_key,
         ];
-        let args = [
-            lease_ms.to_string(),
-            inner.hold.field.to_string(),
-            client.wake_id.to_string(),
-            (park.as_millis() as u64).to_string(),
-            match queue {
-                Queue::Leave => "0",
-                Queue::Stay => "1",
-                Queue::NotRegistered => "2",
-            }
-            .to_owned(),
-            if attempt.alone { "1" } else { "0" }.to_owned(),
-        ];
-        let sent_at = Instant::now();
-        // With replica sync, a grant too few replicas acknowledged is undone by releasing the
-        // hold just granted (one hold, this lease), and the attempt fails with NotReplicated.
-        let reply: Vec<i64> = match client
-            .acquire_script(
-                AcquireCall {
-                    script: &scripts::LOCK_ACQUIRE,
-                    keys: &keys,
-                    args: &args,
-                    context: "acquiring a lock",
-                    name: &inner.name,
-                },
-                |reply: &Vec<i64>| reply.first() == Some(&1),
-                || self.release_task(lease_ms),
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
-            Err(err) => return Err(err),
+        let args = |lease_ms: u64| {
+            vec![
+                lease_ms.to_string(),
+                inner.hold.field.to_string(),
+                client.wake_id.to_string(),
+                (park.as_millis() as u64).to_string(),
+                match queue {
+                    Queue::Leave => "0",
+                    Queue::Stay => "1",
+                    Queue::NotRegistered => "2",
+                }
+                .to_owned(),
+            ]
         };
-        match reply.as_slice() {
-            [1, token, holds] => {
-                let ticket = client.registry.acquired(
-                    inner.hold.clone(),
-                    &inner.name,
-                    *holds as u64,
-                    lease,
-                    watchdog_timeout,
-                    sent_at,
-                    Arc::new(LockRenewal {
-                        key: inner.hold.key.clone(),
-                        field: inner.hold.field.clone(),
-                    }),
-                );
-                Ok(Attempt::Granted(LockGuard {
-                    core: GuardCore::new(self.clone(), ticket, lease, *token as u64),
-                }))
-            }
-            [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
-            other => Err(unexpected("the lock script", other)),
-        }
+        let renewal = || -> Arc<dyn Renewal> {
+            Arc::new(LockRenewal {
+                key: inner.hold.key.clone(),
+                field: inner.hold.field.clone(),
+            })
+        };
+        attempt_hold(
+            self,
+            lease,
+            AcquireCall {
+                script: &scripts::LOCK_ACQUIRE,
+                keys: &keys,
+                args: &[],
+                context: "acquiring a lock",
+                name: &inner.name,
+            },
+            args,
+            renewal,
+            |core| LockGuard { core },
+            |reply| match reply {
+                [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
+                other => Err(unexpected("the lock script", other)),
+            },
+        )
+        .await
     }
 
     /// Whether anybody holds the lock (one `EXISTS`).
@@ -780,7 +762,14 @@ pub struct LockGuard {
     core: GuardCore<Lock>,
 }
 
-lock_guard!(LockGuard, Lock, lock, "client.lock(\"orders:1001\").lock()");
+lock_guard!(LockGuard, "client.lock(\"orders:1001\").lock()");
+
+impl LockGuard {
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock {
+        self.core.held()
+    }
+}
 
 impl Holds for Lock {
     fn client(&self) -> &Client {

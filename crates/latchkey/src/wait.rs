@@ -169,7 +169,9 @@ impl Waiting<'_> {
     fn park(&self, deadline: Option<Instant>) -> Duration {
         match deadline {
             None => self.max_park,
-            Some(d) => d.saturating_duration_since(Instant::now()).min(self.max_park),
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .min(self.max_park),
         }
     }
 }

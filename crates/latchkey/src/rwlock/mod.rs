@@ -14,16 +14,14 @@ use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
 use crate::error::{Error, Result};
-use crate::fair_lock::{
-    deadline_after, lease_ms, lease_of, park_for, retry_park, unexpected, MAX_PARK,
-};
+use crate::guard::{attempt_hold, Holds};
 use crate::keys::{prefix_name, suffix_name};
 use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::stall::pause_before_retry;
 use crate::task::detached;
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal, Task};
 
 pub use read_guard::ReadGuard;
@@ -177,20 +175,12 @@ enum Granted {
     Write(WriteGuard),
 }
 
-enum Attempt {
-    Granted(Granted),
-    /// Not granted; retry after this many ms at the latest (-1: no expiry). `mark` is set when
-    /// a writer was marked pending.
-    Waiting {
-        retry_after: i64,
-        mark: Option<PendingMark>,
-    },
-    /// A read holder asked for the write lock.
-    Upgrade,
-    /// The script call timed out while this side of the handle held nothing and had no other
-    /// attempt or release under way: a grant it made after all is stranded and the next
-    /// attempt takes it over as one fresh hold, so trying again is safe (see `lock.rs`).
-    Stalled(Error),
+/// One read-write lock attempt: the wait loop's answer, the pending mark of a writer that was
+/// marked by it, and whether it was refused as an upgrade.
+struct RwAttempt {
+    attempt: Attempt<Granted>,
+    mark: Option<PendingMark>,
+    upgrade: bool,
 }
 
 impl RwLock {
@@ -364,201 +354,166 @@ impl RwLock {
         deadline: Option<Instant>,
     ) -> Result<Option<Granted>> {
         check_name(&self.inner.name)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
+        // A writer's pending mark (dropped without being disarmed — give-up, error,
+        // cancellation — it clears the mark), and the pause before an upgrade is tried again.
+        let state = std::sync::Mutex::new((None::<PendingMark>, Duration::from_millis(10)));
+        let waiting = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::All,
+            on_leave: None,
+            max_park: MAX_PARK,
         };
-        let mut covered = subscription.is_some();
-        // Dropped without being disarmed (give-up, error, cancellation), it clears the mark.
-        let mut mark: Option<PendingMark> = None;
-        let mut settle = Duration::from_millis(10);
-        loop {
-            let park = park_for(deadline, MAX_PARK);
-            let retry_after = match self.attempt(side, lease, park).await? {
-                Attempt::Granted(granted) => {
-                    if let Some(mark) = mark.take() {
-                        mark.disarm();
+        let granted = waiting
+            .run(deadline, |turn| {
+                let state = &state;
+                async move {
+                    let RwAttempt {
+                        attempt,
+                        mark,
+                        upgrade,
+                    } = self.attempt(side, lease, turn.park).await?;
+                    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                    if mark.is_some() {
+                        // Counted already: replacing the old mark never lets the count touch 0.
+                        state.0 = mark;
                     }
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
+                    if !upgrade {
+                        return Ok(attempt);
                     }
-                    return Ok(Some(granted));
-                }
-                Attempt::Upgrade if self.inner.read_guards.load(Ordering::Acquire) > 0 => {
-                    return Err(Error::UpgradeNotSupported {
-                        name: self.inner.name.clone(),
-                    })
-                }
-                Attempt::Upgrade => {
+                    if self.inner.read_guards.load(Ordering::Acquire) > 0 {
+                        return Err(Error::UpgradeNotSupported {
+                            name: self.inner.name.clone(),
+                        });
+                    }
                     // This owner's read holds are on their way out (dropped guards whose
                     // release the background task is sending): wait for them.
-                    let wait = settle;
-                    settle = (settle * 2).min(MAX_PARK);
-                    wait.as_millis() as i64
+                    let settle = state.1;
+                    state.1 = (settle * 2).min(MAX_PARK);
+                    Ok(Attempt::Wait {
+                        retry_after: Some(settle),
+                        short: false,
+                    })
                 }
-                Attempt::Waiting {
-                    retry_after,
-                    mark: marked,
-                } => {
-                    if marked.is_some() {
-                        // Counted already: replacing the old mark never lets the count touch 0.
-                        mark = marked;
-                    }
-                    retry_after
-                }
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
+            })
+            .await?;
+        if granted.is_some() {
+            let mark = state.lock().unwrap_or_else(|e| e.into_inner()).0.take();
+            if let Some(mark) = mark {
+                mark.disarm();
             }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: an unlock between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                match hub.subscribe(channel, WakePolicy::All, None).await {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                    }
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            let mut until = now + retry_park(retry_after, MAX_PARK);
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
         }
+        Ok(granted)
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard or pending mark it carries is dropped there, which releases the hold or
     /// clears the mark.
-    async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {
         let rw = self.clone();
         detached(async move { rw.attempt_inner(side, lease, park).await }).await?
     }
 
-    async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {
         let inner = &self.inner;
-        let client = &inner.client.inner;
-        let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = lease_ms(lease, watchdog_timeout);
-        // Held until the grant is recorded: a concurrent attempt of this side is not "alone".
-        let attempt = client.registry.begin_attempt(match side {
-            Side::Read => &inner.read_hold,
-            Side::Write => &inner.write_hold,
-        });
-        let alone = if attempt.alone { "1" } else { "0" }.to_owned();
-        let (script, keys, args, context): (&'static Script, Vec<&str>, Vec<String>, _) = match side
-        {
-            Side::Read => (
-                &RW_READ_ACQUIRE,
-                vec![
-                    &*inner.read_hold.key,
-                    &*inner.token_key,
-                    &*inner.writers_key,
-                    &*inner.read_prefix,
-                    &*inner.lease_prefix,
-                ],
-                vec![
-                    lease_ms.to_string(),
-                    inner.read_hold.field.to_string(),
-                    inner.write_hold.field.to_string(),
-                    alone,
-                ],
-                "acquiring a read lock",
-            ),
-            Side::Write => (
-                &RW_WRITE_ACQUIRE,
-                vec![
-                    &*inner.write_hold.key,
-                    &*inner.token_key,
-                    &*inner.writers_key,
-                    &*inner.lease_prefix,
-                ],
-                vec![
-                    lease_ms.to_string(),
-                    inner.write_hold.field.to_string(),
-                    inner.read_hold.field.to_string(),
-                    (park.as_millis() as u64).to_string(),
-                    alone,
-                ],
-                "acquiring a write lock",
-            ),
+        let renewal = |hold: &HoldKey, kind| -> Arc<dyn Renewal> {
+            Arc::new(RwRenewal {
+                key: hold.key.clone(),
+                read_prefix: inner.read_prefix.clone(),
+                field: hold.field.clone(),
+                kind,
+            })
         };
-        let sent_at = Instant::now();
+        let (mut mark, mut upgrade) = (None, false);
+        // Not granted: a wait (a writer is marked pending unless it will not wait), or a read
+        // holder asking for the write lock.
+        let refused = |reply: &[i64]| match reply {
+            [0, retry_after] => {
+                mark = (side == Side::Write && !park.is_zero())
+                    .then(|| PendingMark::new(self.clone()));
+                Ok(Attempt::retry_after_ms(*retry_after))
+            }
+            [-1] if side == Side::Write => {
+                upgrade = true;
+                Ok(Attempt::retry_after_ms(-1))
+            }
+            other => Err(unexpected("the read-write lock script", other)),
+        };
         // With replica sync, a grant too few replicas acknowledged is undone by the release
         // script of the side just granted: one read hold (its lease key goes, the lock is
         // deleted if it was the last hold) or one write hold (the lock is deleted, or turns back
         // to read mode for a downgrading holder); either wakes the waiters. The attempt then
         // fails with NotReplicated. A write grant already removed this writer's pending mark; a
         // refused upgrade ({-1}) or a wait ({0, …}) granted nothing and is not undone.
-        let reply: Vec<i64> = match client
-            .acquire_script(
-                AcquireCall {
-                    script,
-                    keys: &keys,
-                    args: &args,
-                    context,
-                    name: &inner.name,
-                },
-                |reply: &Vec<i64>| reply.first() == Some(&1),
-                || match side {
-                    Side::Read => self.read_release_task(lease_ms),
-                    Side::Write => self.write_release_task(lease_ms),
-                },
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
-            Err(err) => return Err(err),
-        };
-        match reply.as_slice() {
-            [1, token, holds] => {
-                let (hold, kind) = match side {
-                    Side::Read => (&inner.read_hold, RenewKind::Read),
-                    Side::Write => (&inner.write_hold, RenewKind::Write),
-                };
-                let ticket = client.registry.acquired(
-                    hold.clone(),
-                    &inner.name,
-                    *holds as u64,
+        let attempt = match side {
+            Side::Read => {
+                let keys = [
+                    &*inner.read_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.read_prefix,
+                    &*inner.lease_prefix,
+                ];
+                attempt_hold(
+                    &self.read(),
                     lease,
-                    watchdog_timeout,
-                    sent_at,
-                    Arc::new(RwRenewal {
-                        key: hold.key.clone(),
-                        read_prefix: inner.read_prefix.clone(),
-                        field: hold.field.clone(),
-                        kind,
-                    }),
-                );
-                let token = *token as u64;
-                Ok(Attempt::Granted(match side {
-                    Side::Read => Granted::Read(ReadGuard::new(self.clone(), ticket, lease, token)),
-                    Side::Write => {
-                        Granted::Write(WriteGuard::new(self.clone(), ticket, lease, token))
-                    }
-                }))
+                    AcquireCall {
+                        script: &RW_READ_ACQUIRE,
+                        keys: &keys,
+                        args: &[],
+                        context: "acquiring a read lock",
+                        name: &inner.name,
+                    },
+                    |lease_ms| {
+                        vec![
+                            lease_ms.to_string(),
+                            inner.read_hold.field.to_string(),
+                            inner.write_hold.field.to_string(),
+                        ]
+                    },
+                    || renewal(&inner.read_hold, RenewKind::Read),
+                    |core| Granted::Read(ReadGuard::new(core)),
+                    refused,
+                )
+                .await?
             }
-            [0, retry_after] => Ok(Attempt::Waiting {
-                retry_after: *retry_after,
-                mark: (side == Side::Write && !park.is_zero())
-                    .then(|| PendingMark::new(self.clone())),
-            }),
-            [-1] if side == Side::Write => Ok(Attempt::Upgrade),
-            other => Err(unexpected("the read-write lock script", other)),
-        }
+            Side::Write => {
+                let keys = [
+                    &*inner.write_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.lease_prefix,
+                ];
+                attempt_hold(
+                    &self.write(),
+                    lease,
+                    AcquireCall {
+                        script: &RW_WRITE_ACQUIRE,
+                        keys: &keys,
+                        args: &[],
+                        context: "acquiring a write lock",
+                        name: &inner.name,
+                    },
+                    |lease_ms| {
+                        vec![
+                            lease_ms.to_string(),
+                            inner.write_hold.field.to_string(),
+                            inner.read_hold.field.to_string(),
+                            (park.as_millis() as u64).to_string(),
+                        ]
+                    },
+                    || renewal(&inner.write_hold, RenewKind::Write),
+                    |core| Granted::Write(WriteGuard { core }),
+                    refused,
+                )
+                .await?
+            }
+        };
+        Ok(RwAttempt {
+            attempt,
+            mark,
+            upgrade,
+        })
     }
 
     /// The script call that clears this owner's pending-writer mark.
@@ -722,7 +677,7 @@ impl ReadLock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<ReadGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
+        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
             .await
     }
 
@@ -786,8 +741,11 @@ impl ReadLock {
     /// # }
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<ReadGuard>> {
-        let lease = lease_of(options)?;
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        let lease = options.checked_lease()?;
+        let deadline = options
+            .wait_value()
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.try_lock_until(lease, deadline).await
     }
 
@@ -912,7 +870,7 @@ impl WriteLock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<WriteGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
+        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
             .await
     }
 
@@ -976,8 +934,11 @@ impl WriteLock {
     /// # }
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<WriteGuard>> {
-        let lease = lease_of(options)?;
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        let lease = options.checked_lease()?;
+        let deadline = options
+            .wait_value()
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.try_lock_until(lease, deadline).await
     }
 
@@ -1048,6 +1009,42 @@ impl WriteLock {
             )
             .await?;
         Ok(mode.as_deref() == Some("write"))
+    }
+}
+
+impl Holds for ReadLock {
+    fn client(&self) -> &Client {
+        &self.rw.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.rw.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.rw.inner.read_hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        self.rw.read_release_task(lease_ms)
+    }
+}
+
+impl Holds for WriteLock {
+    fn client(&self) -> &Client {
+        &self.rw.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.rw.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.rw.inner.write_hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        self.rw.write_release_task(lease_ms)
     }
 }
 
