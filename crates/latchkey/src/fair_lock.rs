@@ -477,6 +477,7 @@ impl FairLock {
             policy: WakePolicy::Lock,
             on_leave: None,
             max_park: self.park_cap(),
+            pass_on_unused_wake: false,
         };
         let granted = waiting
             .run(deadline, |turn| {

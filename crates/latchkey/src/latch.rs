@@ -11,8 +11,7 @@ use crate::client::{check_name, Client};
 use crate::conn::key_slot;
 use crate::error::{Error, Result};
 use crate::pubsub::WakePolicy;
-use crate::semaphore::{park_until, MAX_PARK};
-use crate::stall::pause_before_retry;
+use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
 
 static LATCH_SET_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("latch_set_count.lua")));
@@ -321,55 +320,30 @@ impl CountDownLatch {
     /// # }
     /// ```
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now().checked_add(timeout).ok_or_else(|| {
-            Error::invalid(
-                "timeout",
-                format!("{timeout:?} overflows the clock; use `wait()` to wait without a limit"),
-            )
-        })?;
+        let deadline = deadline_after(timeout, "`wait()`")?;
         self.wait_until(Some(deadline)).await
     }
 
-    /// The count, read again after a command timeout while `deadline` leaves time (a read:
-    /// always safe to repeat).
-    async fn count_through_stalls(&self, deadline: Option<Instant>) -> Result<u64> {
-        loop {
-            match self.count().await {
-                Err(err) => pause_before_retry(err, deadline).await?,
-                done => return done,
-            }
-        }
-    }
-
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
-        if self.count_through_stalls(deadline).await? == 0 {
-            return Ok(true);
+        let opened = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::All,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         }
-        let hub = &self.inner.client.inner.hub;
-        let channel = &self.inner.channel;
-        let subscription = loop {
-            if let Some(subscription) = hub.try_join(channel, || None) {
-                break subscription;
-            }
-            match hub.subscribe(channel, WakePolicy::All, None).await {
-                Ok(subscription) => break subscription,
-                Err(err) => pause_before_retry(err, deadline).await?,
-            }
-        };
-        // Subscribed: a zero-count message published from now on wakes us, so check again.
-        loop {
-            if self.count_through_stalls(deadline).await? == 0 {
-                subscription.finish();
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(false);
-            }
-            subscription
-                .wait_until(park_until(now, MAX_PARK, deadline))
-                .await;
-        }
+        .run(deadline, |_| async {
+            Ok(match self.count().await {
+                Ok(0) => Attempt::Granted(()),
+                Ok(_) => Attempt::retry_after_ms(-1),
+                // A read: always safe to repeat after a command timeout.
+                Err(err) if err.is_uncertain() => Attempt::Stalled(err),
+                Err(err) => return Err(err),
+            })
+        })
+        .await?;
+        Ok(opened.is_some())
     }
 }
 

@@ -394,6 +394,7 @@ impl Lock {
             policy: WakePolicy::Lock,
             on_leave: Some(&leave),
             max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         };
         waiting
             .run(deadline, |turn| {

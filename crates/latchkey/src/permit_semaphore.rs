@@ -11,14 +11,13 @@ use tokio::time::Instant;
 
 use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
+use crate::guard::lease_ms;
 use crate::keys::{prefix_name, suffix_name};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::semaphore::{
-    check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
-};
-use crate::stall::pause_before_retry;
+use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::detached;
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
 
 static PSEM_ACQUIRE: LazyLock<Script> =
@@ -239,20 +238,6 @@ impl Renewal for PermitRenewal {
     }
 }
 
-enum Attempt {
-    Granted(LeasedPermits),
-    /// Not enough permits: this many were available, and the next lease ends in this many ms
-    /// (-1: none is out).
-    Short {
-        available: i64,
-        next_end: i64,
-    },
-    /// The script call timed out. If it ran after all, the permits it leased under this
-    /// attempt's fresh ids are given back by id (the undo is queued behind it on the same
-    /// connection, and changes nothing if it never ran), so trying again is safe.
-    Stalled(Error),
-}
-
 impl PermitSemaphore {
     /// The semaphore's name as given to [`Client::permit_semaphore`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
@@ -375,10 +360,7 @@ impl PermitSemaphore {
                 "permits",
                 format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
             )),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 
@@ -511,7 +493,7 @@ impl PermitSemaphore {
     /// # }
     /// ```
     pub async fn try_acquire(&self, n: u32, wait: Duration) -> Result<Option<LeasedPermits>> {
-        let deadline = deadline_after(wait)?;
+        let deadline = deadline_after(wait, "`acquire`")?;
         self.acquire_until(n, Lease::Watchdog, Some(deadline)).await
     }
 
@@ -588,7 +570,10 @@ impl PermitSemaphore {
             }
             None => Lease::Watchdog,
         };
-        let deadline = options.wait.map(deadline_after).transpose()?;
+        let deadline = options
+            .wait
+            .map(|wait| deadline_after(wait, "`acquire`"))
+            .transpose()?;
         self.acquire_until(n, lease, deadline).await
     }
 
@@ -657,67 +642,21 @@ impl PermitSemaphore {
     ) -> Result<Option<LeasedPermits>> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
-        };
-        let mut covered = subscription.is_some();
-        let mut woken = false;
-        loop {
-            let next_end = match self.attempt(n, lease).await? {
-                Attempt::Granted(permits) => {
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(permits));
-                }
-                Attempt::Short {
-                    available,
-                    next_end,
-                } => {
-                    if woken && available > 0 {
-                        if let Some(subscription) = &subscription {
-                            subscription.pass_on();
-                        }
-                    }
-                    next_end
-                }
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                match hub.subscribe(channel, WakePolicy::Count, None).await {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                        woken = false;
-                    }
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            // A lease that ends publishes nothing: wake up when the next one ends, to reclaim it.
-            let park = match next_end {
-                ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_PARK),
-                _ => MAX_PARK,
-            };
-            woken = waiting.wait_until(park_until(now, park, deadline)).await;
+        Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Count,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         }
+        .run(deadline, |_| self.attempt(n, lease))
+        .await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard is dropped there, which gives the permits back.
-    async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt> {
+    async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let semaphore = self.clone();
         detached(Box::pin(
             async move { semaphore.attempt_inner(n, lease).await },
@@ -725,14 +664,11 @@ impl PermitSemaphore {
         .await?
     }
 
-    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt> {
+    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = match lease {
-            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-            Lease::Fixed(d) => d.as_millis() as u64,
-        };
+        let lease_ms = lease_ms(lease, watchdog_timeout);
         let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
         let keys = self.keys();
         let keys = [&*keys[0], &*keys[1], &*keys[2]];
@@ -803,14 +739,15 @@ impl PermitSemaphore {
                     released: false,
                 }))
             }
-            [0, available, next_end] => Ok(Attempt::Short {
-                available: *available,
-                next_end: *next_end,
+            // A lease that ends publishes nothing: wake up when the next one ends, to reclaim
+            // it. Permits that are not enough for this request go to the next local waiter.
+            [0, available, next_end] => Ok(Attempt::Wait {
+                retry_after: u64::try_from(*next_end)
+                    .ok()
+                    .map(|ms| Duration::from_millis(ms + 1)),
+                short: *available > 0,
             }),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 }

@@ -19,8 +19,8 @@ use crate::client::{check_lease, check_name, Client};
 use crate::error::{Error, Result};
 use crate::lock::{LockKeys, LockOptions};
 use crate::scripts::UNLOCK_MESSAGE;
-use crate::semaphore::unexpected;
 use crate::task::detached;
+use crate::wait::{deadline_after, unexpected};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
 
 static REDLOCK_ACQUIRE: LazyLock<Script> =
@@ -556,7 +556,7 @@ impl RedLock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
-        self.acquire(Lease::Watchdog, Some(deadline_after(wait)?))
+        self.acquire(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
             .await
     }
 
@@ -629,7 +629,10 @@ impl RedLock {
             }
             None => Lease::Watchdog,
         };
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        let deadline = options
+            .wait_value()
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.acquire(lease, deadline).await
     }
 
@@ -1090,15 +1093,6 @@ async fn quorum_lost(
             else => std::future::pending().await,
         }
     }
-}
-
-fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
 }
 
 /// A [`RedLock`] held on a majority of its nodes. Releasing it (explicitly with

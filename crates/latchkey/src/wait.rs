@@ -73,6 +73,10 @@ pub(crate) struct Waiting<'a> {
     pub(crate) on_leave: Option<&'a (dyn Fn() -> Task + Sync)>,
     /// The longest park between two attempts.
     pub(crate) max_park: Duration,
+    /// Whether a wake-up this waiter got goes on to the next waiter when its attempt succeeds
+    /// anyway (queues: the message announced another item than the one it found). Otherwise a
+    /// grant consumes it (locks, semaphores: the release it announced was this grant).
+    pub(crate) pass_on_unused_wake: bool,
 }
 
 impl Waiting<'_> {
@@ -121,7 +125,9 @@ impl Waiting<'_> {
             };
             let retry_after = match attempt(turn).await? {
                 Attempt::Granted(granted) => {
-                    if let Some(subscription) = subscription {
+                    // Dropped unfinished, a subscription hands a wake-up it got to the next
+                    // waiter of this client.
+                    if let Some(subscription) = subscription.filter(|_| !self.pass_on_unused_wake) {
                         subscription.finish();
                     }
                     return Ok(Some(granted));

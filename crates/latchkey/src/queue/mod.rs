@@ -401,27 +401,6 @@ pub(crate) fn check_visibility(timeout: Duration) -> Result<u64> {
     Ok(timeout.as_millis() as u64)
 }
 
-/// The deadline `wait` from now.
-pub(crate) fn deadline_after(wait: Duration) -> Result<tokio::time::Instant> {
-    tokio::time::Instant::now()
-        .checked_add(wait)
-        .ok_or_else(|| {
-            Error::invalid(
-                "timeout",
-                format!("{wait:?} overflows the clock; use `take` to wait without a limit"),
-            )
-        })
-}
-
-/// Fails with a typed error for a reply of an unexpected shape.
-pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
-    Error::Redis(redis::RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        what,
-        format!("{reply:?}"),
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -363,6 +363,7 @@ impl RwLock {
             policy: WakePolicy::All,
             on_leave: None,
             max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         };
         let granted = waiting
             .run(deadline, |turn| {
