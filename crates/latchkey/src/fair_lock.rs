@@ -11,14 +11,13 @@ use tokio::time::Instant;
 
 use crate::client::{check_name, Client, MAX_LEASE};
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, lock_guard, GuardCore, Holds};
+use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
 use crate::keys::prefix_name;
-use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::detached;
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
 
 static FAIR_ACQUIRE: LazyLock<Script> =
@@ -187,6 +186,60 @@ struct FairAttempt {
     entry: Option<QueueEntry>,
 }
 
+lock_methods! {
+    FairLock -> FairLockGuard;
+    /// Acquires the lock, waiting for every earlier waiter to have had it. The lease is the
+    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
+    /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    /// The place in the queue is kept meanwhile.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
+    /// behind: the queue entry is removed by the client's background task (waking the next
+    /// waiter if this one was first), and a hold granted by a script that was already running
+    /// is released there too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name or waiter timeout, [`Error::WrongType`](crate::Error::WrongType) if one
+    /// of the lock's keys holds another type (nothing is changed then), connection errors
+    /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again, which wakes the next in line
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // … the critical section …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    lock;
+    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not this handle's
+    /// turn in time (its queue entry is then removed at once). `Duration::ZERO` tries once
+    /// without queueing: it fails while anybody holds the lock or waits for it. The lease is
+    /// renewed by the watchdog.
+    try_lock;
+}
+
 impl FairLock {
     fn new(client: Client, name: String) -> FairLock {
         let field = client.next_owner();
@@ -247,7 +300,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
     /// [`MAX_LEASE`]; the handle is not changed then.
     ///
     /// # Examples
@@ -295,158 +348,6 @@ impl FairLock {
                 queued: inner.queued.clone(),
             }),
         }
-    }
-
-    /// Acquires the lock, waiting for every earlier waiter to have had it. The lease is the
-    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
-    ///
-    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
-    /// returns at once.
-    ///
-    /// # Redis stalls
-    ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
-    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
-    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
-    /// had no other acquire or release under way: a grant that the timed-out call made after all is
-    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
-    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
-    /// could count one hold twice. The leases of held locks are unchanged.
-    /// The place in the queue is kept meanwhile.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
-    /// behind: the queue entry is removed by the client's background task (waking the next
-    /// waiter if this one was first), and a hold granted by a script that was already running
-    /// is released there too.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for a bad name or waiter timeout, [`Error::WrongType`] if one
-    /// of the lock's keys holds another type (nothing is changed then), connection errors
-    /// ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
-    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
-    /// acknowledged the grant in time: the hold was released again, which wakes the next in line
-    /// ([`Error::is_not_replicated`]).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// // … the critical section …
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<FairLockGuard> {
-        match Box::pin(self.acquire(Lease::Watchdog, None)).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
-    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not this handle's
-    /// turn in time (its queue entry is then removed at once). `Duration::ZERO` tries once
-    /// without queueing: it fails while anybody holds the lock or waits for it. The lease is
-    /// renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match lock.try_lock(Duration::from_millis(500)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("still others ahead, try later"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<FairLockGuard>> {
-        let deadline = deadline_after(wait, "`lock()`")?;
-        Box::pin(self.acquire(Lease::Watchdog, Some(deadline))).await
-    }
-
-    /// Acquires the lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
-    /// wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let guard = lock
-    ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1)))
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<FairLockGuard> {
-        let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
-    }
-
-    /// Like [`FairLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = lock.try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<FairLockGuard>> {
-        let lease = options.checked_lease()?;
-        let deadline = options
-            .wait_value()
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
-        Box::pin(self.acquire(lease, deadline)).await
     }
 
     fn check_waiter_timeout(&self) -> Result<()> {
@@ -623,7 +524,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -654,7 +555,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -720,7 +621,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the queue key is not a list.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the queue key is not a list.
     ///
     /// # Examples
     ///
@@ -753,7 +654,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///

@@ -383,3 +383,136 @@ macro_rules! lock_guard {
     };
 }
 pub(crate) use lock_guard;
+
+/// The four acquire methods every lock handle has (`lock`, `try_lock`, `lock_with`,
+/// `try_lock_with`), over its `acquire(lease, deadline)`. The docs of `lock` (what waiting means
+/// for this kind of lock) and the first paragraph of `try_lock` are the handle's own.
+macro_rules! lock_methods {
+    (
+        $handle:ident -> $guard:ident;
+        $(#[$lock_doc:meta])*
+        lock;
+        $(#[$try_doc:meta])*
+        try_lock;
+    ) => {
+        impl $handle {
+            $(#[$lock_doc])*
+            pub async fn lock(&self) -> crate::Result<$guard> {
+                // Boxed: the acquire loops nest deeply enough to overflow the default recursion
+                // limit of a user's crate when awaited inline.
+                match Box::pin(self.acquire(crate::watchdog::Lease::Watchdog, None)).await? {
+                    Some(guard) => Ok(guard),
+                    None => unreachable!("an unbounded wait only ends with the lock"),
+                }
+            }
+
+            $(#[$try_doc])*
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("Cancel safe, as [`", stringify!($handle), "::lock`].")]
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`", stringify!($handle), "::lock`], and")]
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `wait` is too large
+            /// to add to the clock.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// use std::time::Duration;
+            /// match lock.try_lock(Duration::from_millis(500)).await? {
+            ///     Some(guard) => guard.unlock().await?,
+            ///     None => println!("busy, try later"),
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn try_lock(
+                &self,
+                wait: std::time::Duration,
+            ) -> crate::Result<Option<$guard>> {
+                let deadline = crate::wait::deadline_after(wait, "`lock()`")?;
+                Box::pin(self.acquire(crate::watchdog::Lease::Watchdog, Some(deadline))).await
+            }
+
+            /// Acquires the lock with [`LockOptions`](crate::LockOptions): a fixed lease (no
+            /// watchdog) and/or a bounded wait.
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("Cancel safe, as [`", stringify!($handle), "::lock`].")]
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`", stringify!($handle), "::lock`];")]
+            /// [`Error::WaitTimedOut`](crate::Error::WaitTimedOut) if a wait was given and ran
+            /// out; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease out of
+            /// range or a wait too large.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// use std::time::Duration;
+            /// use latchkey::LockOptions;
+            ///
+            /// let options = LockOptions::new()
+            ///     .lease(Duration::from_secs(10))
+            ///     .wait(Duration::from_secs(1));
+            /// let guard = lock.lock_with(options).await?;
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn lock_with(&self, options: crate::LockOptions) -> crate::Result<$guard> {
+                let started = std::time::Instant::now();
+                self.try_lock_with(options)
+                    .await?
+                    .ok_or_else(|| crate::Error::WaitTimedOut {
+                        name: self.name().to_owned(),
+                        waited: started.elapsed(),
+                    })
+            }
+
+            #[doc = concat!("Like [`", stringify!($handle), "::lock_with`], but a wait that runs out is `Ok(None)`")]
+            /// rather than an error.
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("Cancel safe, as [`", stringify!($handle), "::lock`].")]
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`", stringify!($handle), "::lock_with`], except for running out of time.")]
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// use std::time::Duration;
+            /// use latchkey::LockOptions;
+            ///
+            /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
+            /// if let Some(guard) = lock.try_lock_with(options).await? {
+            ///     guard.unlock().await?;
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn try_lock_with(
+                &self,
+                options: crate::LockOptions,
+            ) -> crate::Result<Option<$guard>> {
+                let lease = options.checked_lease()?;
+                let deadline = options
+                    .wait_value()
+                    .map(|wait| crate::wait::deadline_after(wait, "`lock()`"))
+                    .transpose()?;
+                Box::pin(self.acquire(lease, deadline)).await
+            }
+        }
+    };
+}
+pub(crate) use lock_methods;

@@ -7,14 +7,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::{check_lease, check_name, Client};
-use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, lock_guard, GuardCore, Holds};
+use crate::error::Result;
+use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::detached;
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
@@ -198,6 +198,54 @@ enum Queue {
     NotRegistered,
 }
 
+lock_methods! {
+    Lock -> LockGuard;
+    /// Acquires the lock, waiting as long as it takes. The lease is the client's watchdog
+    /// timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
+    /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: if the
+    /// acquire script already ran when the future was dropped, the hold it granted is released
+    /// by the client's background task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if the key holds another
+    /// type, connection errors ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // … the critical section …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    lock;
+    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not free in time.
+    /// `Duration::ZERO` tries once without waiting. The lease is renewed by the watchdog.
+    try_lock;
+}
+
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
         let keys = LockKeys::new(&client.object_name(&name));
@@ -239,150 +287,6 @@ impl Lock {
     /// The owner id of this handle (`<client id>:<n>`), the hash field that counts its holds.
     pub fn owner_id(&self) -> &str {
         &self.inner.hold.field
-    }
-
-    /// Acquires the lock, waiting as long as it takes. The lease is the client's watchdog
-    /// timeout, renewed by the watchdog until the guard is released.
-    ///
-    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
-    /// returns at once.
-    ///
-    /// # Redis stalls
-    ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
-    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
-    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
-    /// had no other acquire or release under way: a grant that the timed-out call made after all is
-    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
-    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
-    /// could count one hold twice. The leases of held locks are unchanged.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: if the
-    /// acquire script already ran when the future was dropped, the hold it granted is released
-    /// by the client's background task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if the key holds another
-    /// type, connection errors ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
-    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
-    /// acknowledged the grant in time: the hold was released again ([`Error::is_not_replicated`]).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// // … the critical section …
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<LockGuard> {
-        match self.acquire(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
-    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not free in time.
-    /// `Duration::ZERO` tries once without waiting. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to the
-    /// clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match lock.try_lock(Duration::from_millis(500)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("busy, try later"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        let deadline = deadline_after(wait, "`lock()`")?;
-        self.acquire(Lease::Watchdog, Some(deadline)).await
-    }
-
-    /// Acquires the lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let guard = lock
-    ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1)))
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
-        let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
-    }
-
-    /// Like [`Lock::lock_with`], but a wait that runs out is `Ok(None)` rather than an error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = lock.try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        let lease = options.checked_lease()?;
-        let deadline = options
-            .wait
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
-        self.acquire(lease, deadline).await
     }
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
@@ -564,7 +468,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -600,7 +504,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -676,7 +580,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///
@@ -724,7 +628,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///

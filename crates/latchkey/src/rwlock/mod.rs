@@ -14,14 +14,13 @@ use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, Holds};
+use crate::guard::{attempt_hold, lock_methods, Holds};
 use crate::keys::{prefix_name, suffix_name};
-use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::task::detached;
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal, Task};
 
 pub use read_guard::ReadGuard;
@@ -49,7 +48,7 @@ static RW_FORCE_UNLOCK: LazyLock<Script> =
 /// with [`RwLock::write`]. The owner is the handle: both sides of one handle (and its clones)
 /// share an owner id, so they re-enter each other's holds and the holder of the write lock may
 /// also read (downgrade). Reading and then asking to write is refused with
-/// [`Error::UpgradeNotSupported`] rather than deadlocking.
+/// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) rather than deadlocking.
 ///
 /// Writers are preferred: a waiting writer holds back new readers, so writers do not starve
 /// under a steady stream of readers (see below).
@@ -86,7 +85,7 @@ static RW_FORCE_UNLOCK: LazyLock<Script> =
 /// know the mark and are not held back by it.
 ///
 /// Upgrading (asking for the write lock while holding only a read hold) is refused with
-/// [`Error::UpgradeNotSupported`]: two readers upgrading at once would wait for each other
+/// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported): two readers upgrading at once would wait for each other
 /// forever. Downgrading (taking a read hold while holding the write lock) is allowed; once the
 /// write holds are released, the lock stays in read mode for the remaining read holds.
 ///
@@ -258,7 +257,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -291,7 +290,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a read-write lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a read-write lock, connection errors.
     ///
     /// # Examples
     ///
@@ -600,12 +599,8 @@ pub struct WriteLock {
     rw: RwLock,
 }
 
-impl ReadLock {
-    /// The read-write lock this is the read side of.
-    pub fn rw_lock(&self) -> &RwLock {
-        &self.rw
-    }
-
+lock_methods! {
+    ReadLock -> ReadGuard;
     /// Acquires a read hold, waiting as long as it takes: while a writer holds the lock, or
     /// while a writer waits for it (writer preference; re-entering a read hold and reading while
     /// holding the write lock never wait). The lease is the client's watchdog timeout, renewed by
@@ -613,7 +608,7 @@ impl ReadLock {
     ///
     /// # Redis stalls
     ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
     /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
     /// through (without a limit, any stall). That is safe when this handle (its read side) held nothing and
     /// had no other acquire or release under way: a grant that the timed-out call made after all is
@@ -629,13 +624,13 @@ impl ReadLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if a key of the lock holds
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds
     /// another type (or the hash is not a read-write lock; nothing is changed then), connection
-    /// errors ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
+    /// errors ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the grant in time: the read hold was released again
-    /// ([`Error::is_not_replicated`]).
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
     ///
     /// # Examples
     ///
@@ -647,115 +642,20 @@ impl ReadLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn lock(&self) -> Result<ReadGuard> {
-        match self.try_lock_until(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
+    lock;
     /// Tries to acquire a read hold, waiting at most `wait`; `Ok(None)` if it could not in time.
     /// `Duration::ZERO` tries once. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// if let Some(guard) = config.read().try_lock(Duration::from_millis(200)).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<ReadGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
-            .await
+    try_lock;
+}
+
+impl ReadLock {
+    /// The read-write lock this is the read side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
     }
 
-    /// Acquires a read hold with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
-    /// wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
-    /// let guard = config.read().lock_with(options).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<ReadGuard> {
-        let started = std::time::Instant::now();
-        self.try_lock_with(options)
-            .await?
-            .ok_or_else(|| Error::WaitTimedOut {
-                name: self.rw.inner.name.clone(),
-                waited: started.elapsed(),
-            })
-    }
-
-    /// Like [`ReadLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = config.read().try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<ReadGuard>> {
-        let lease = options.checked_lease()?;
-        let deadline = options
-            .wait_value()
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
-        self.try_lock_until(lease, deadline).await
-    }
-
-    async fn try_lock_until(
-        &self,
-        lease: Lease,
-        deadline: Option<Instant>,
-    ) -> Result<Option<ReadGuard>> {
-        match Box::pin(self.rw.acquire(Side::Read, lease, deadline)).await? {
+    async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<ReadGuard>> {
+        match self.rw.acquire(Side::Read, lease, deadline).await? {
             Some(Granted::Read(guard)) => Ok(Some(guard)),
             Some(Granted::Write(_)) => unreachable!("a read acquire grants a read hold"),
             None => Ok(None),
@@ -770,7 +670,7 @@ impl ReadLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -786,12 +686,8 @@ impl ReadLock {
     }
 }
 
-impl WriteLock {
-    /// The read-write lock this is the write side of.
-    pub fn rw_lock(&self) -> &RwLock {
-        &self.rw
-    }
-
+lock_methods! {
+    WriteLock -> WriteGuard;
     /// Acquires the write lock, waiting as long as it takes for readers and other writers to
     /// leave. While it waits, new readers are held back (writer preference). The lease is the
     /// client's watchdog timeout, renewed by the watchdog until the guard is released.
@@ -801,7 +697,7 @@ impl WriteLock {
     ///
     /// # Redis stalls
     ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
     /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
     /// through (without a limit, any stall). That is safe when this handle (its write side) held nothing and
     /// had no other acquire or release under way: a grant that the timed-out call made after all is
@@ -818,15 +714,15 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// [`Error::UpgradeNotSupported`] at once if this handle (or a clone) has a live read guard
+    /// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) at once if this handle (or a clone) has a live read guard
     /// and no write hold (nothing is changed; release the read holds first). Read holds whose
-    /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`] for a bad
-    /// name, [`Error::WrongType`] if a key of the lock holds another type, connection errors
-    /// ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
+    /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad
+    /// name, [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds another type, connection errors
+    /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the grant in time: the write hold was released again
-    /// ([`Error::is_not_replicated`]).
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
     ///
     /// # Examples
     ///
@@ -838,117 +734,21 @@ impl WriteLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn lock(&self) -> Result<WriteGuard> {
-        match self.try_lock_until(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
+    lock;
     /// Tries to acquire the write lock, waiting at most `wait`; `Ok(None)` if it could not in
     /// time (its pending mark is then cleared at once). `Duration::ZERO` tries once without
     /// marking itself pending. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match config.write().try_lock(Duration::from_secs(1)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("readers or a writer still there"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<WriteGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
-            .await
+    try_lock;
+}
+
+impl WriteLock {
+    /// The read-write lock this is the write side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
     }
 
-    /// Acquires the write lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a
-    /// bounded wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
-    /// let guard = config.write().lock_with(options).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<WriteGuard> {
-        let started = std::time::Instant::now();
-        self.try_lock_with(options)
-            .await?
-            .ok_or_else(|| Error::WaitTimedOut {
-                name: self.rw.inner.name.clone(),
-                waited: started.elapsed(),
-            })
-    }
-
-    /// Like [`WriteLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = config.write().try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<WriteGuard>> {
-        let lease = options.checked_lease()?;
-        let deadline = options
-            .wait_value()
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
-        self.try_lock_until(lease, deadline).await
-    }
-
-    async fn try_lock_until(
-        &self,
-        lease: Lease,
-        deadline: Option<Instant>,
-    ) -> Result<Option<WriteGuard>> {
-        match Box::pin(self.rw.acquire(Side::Write, lease, deadline)).await? {
+    async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<WriteGuard>> {
+        match self.rw.acquire(Side::Write, lease, deadline).await? {
             Some(Granted::Write(guard)) => Ok(Some(guard)),
             Some(Granted::Read(_)) => unreachable!("a write acquire grants a write hold"),
             None => Ok(None),
@@ -963,7 +763,7 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -986,7 +786,7 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
