@@ -14,22 +14,15 @@
 -- write holds left. When the last write hold goes and the holder still has read holds (a
 -- downgrade), the lock turns to read mode and waiting readers are told; otherwise the key is
 -- deleted and every waiter is told.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset', 'pexpire',
     'pttl', 'type'}, publish, {KEYS[2]})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return -1
-end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'read' and mode ~= 'write' then
-    return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
+    wrong_type('the key holds a hash that is not a read-write lock')
 end
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return -1
@@ -74,5 +67,5 @@ else
         redis.call('pexpire', KEYS[1], longest)
     end
 end
-redis.call(publish, KEYS[2], ARGV[1])
+notify(publish, KEYS[2], ARGV[1])
 return 0
