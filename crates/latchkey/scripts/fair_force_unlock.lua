@@ -20,18 +20,5 @@ local deadlines_type = key_type(KEYS[3])
 if queue_type ~= 'list' or (deadlines_type ~= 'none' and deadlines_type ~= 'zset') then
     return 1
 end
-local now = now_ms()
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now then
-        notify(publish, KEYS[4] .. ':' .. head, ARGV[1])
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[1])
 return 1

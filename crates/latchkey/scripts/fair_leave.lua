@@ -48,18 +48,5 @@ if not was_head or redis.call('exists', KEYS[1]) == 1 then
     return 1
 end
 -- The lock is free and the leaver was first: wake the next live waiter.
-local now = now_ms()
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now then
-        notify(publish, KEYS[4] .. ':' .. head, ARGV[2])
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[2])
 return 1

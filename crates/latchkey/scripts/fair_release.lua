@@ -23,29 +23,16 @@ local deadlines_type = key_type(KEYS[3])
 local queue_ok = (queue_type == 'none' or queue_type == 'list')
     and (deadlines_type == 'none' or deadlines_type == 'zset')
 
-local function wake_head()
-    if not queue_ok then
-        return
-    end
-    local now = now_ms()
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return
-        end
-        local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-        if deadline and deadline > now then
-            notify(publish, KEYS[4] .. ':' .. head, ARGV[1])
-            return
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
+-- Wakes the head of the queue, unless its keys have unexpected types.
+local function wake()
+    if queue_ok then
+        wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[1])
     end
 end
 
 if lock_type == 'none' then
     -- The lock is gone (expired or forced): the head may take it, whoever asked.
-    wake_head()
+    wake()
     return -1
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -57,5 +44,5 @@ if holds > 0 then
     return holds
 end
 redis.call('del', KEYS[1])
-wake_head()
+wake()
 return 0

@@ -19,22 +19,9 @@ acl_check({'decrby', 'get', 'incrby', 'time', 'type', 'zadd', 'zrange', 'zrangeb
 local available = expect_count(KEYS[1], 'the semaphore key') or 0
 expect_type(KEYS[2], 'zset', 'the permit leases')
 
-local function unhex(h)
-    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
 local now = now_ms()
 
--- Reclaim ended leases (at most 1000 per call, so a call stays short).
-local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #ended > 0 then
-    for i = 1, #ended, 100 do
-        redis.call('zrem', KEYS[2], unpack(ended, i, math.min(i + 99, #ended)))
-    end
-    available = redis.call('incrby', KEYS[1], #ended)
-    if available > 0 then
-        notify(publish, KEYS[3], available)
-    end
-end
+available = reclaim(KEYS[1], KEYS[2], KEYS[3], publish, now, available)
 
 local want = #ARGV - 2
 if available >= want then

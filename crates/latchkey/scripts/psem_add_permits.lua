@@ -16,16 +16,7 @@ acl_check({'get', 'incrby', 'time', 'type', 'zcard', 'zrangebyscore',
 local available = expect_count(KEYS[1], 'the semaphore key') or 0
 expect_type(KEYS[2], 'zset', 'the permit leases')
 local now = now_ms()
-local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #ended > 0 then
-    for i = 1, #ended, 100 do
-        redis.call('zrem', KEYS[2], unpack(ended, i, math.min(i + 99, #ended)))
-    end
-    available = redis.call('incrby', KEYS[1], #ended)
-    if available > 0 then
-        notify(publish, KEYS[3], available)
-    end
-end
+available = reclaim(KEYS[1], KEYS[2], KEYS[3], publish, now, available)
 local total = available + redis.call('zcard', KEYS[2])
 local delta = tonumber(ARGV[1])
 if total + delta < 0 then

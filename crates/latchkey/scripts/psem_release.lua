@@ -14,19 +14,9 @@ acl_check({'get', 'incrby', 'time', 'type', 'zrangebyscore', 'zrem'}, publish, {
 expect_count(KEYS[1], 'the semaphore key')
 expect_type(KEYS[2], 'zset', 'the permit leases')
 
-local function unhex(h)
-    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
 local now = now_ms()
 
-local returned = 0
-local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #ended > 0 then
-    for i = 1, #ended, 100 do
-        redis.call('zrem', KEYS[2], unpack(ended, i, math.min(i + 99, #ended)))
-    end
-    returned = #ended
-end
+local returned = drop_ended(KEYS[2], now)
 local unknown = {}
 for i = 2, #ARGV do
     if redis.call('zrem', KEYS[2], unhex(ARGV[i])) == 1 then

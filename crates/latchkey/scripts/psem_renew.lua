@@ -9,9 +9,6 @@
 -- An ended lease is never extended (its permit may be reclaimed at any moment). Never writes
 -- to a key that is not a zset holding the permit.
 acl_check({'time', 'type', 'zadd', 'zscore'})
-local function unhex(h)
-    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
 local now = now_ms()
 local result = {}
 for i, key in ipairs(KEYS) do

@@ -15,10 +15,7 @@ acl_check({'del', 'hget', 'hgetall', 'type'}, publish, {KEYS[2]})
 if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return 0
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode ~= 'read' and mode ~= 'write' then
-    wrong_type('the key holds a hash that is not a read-write lock')
-end
+rw_mode(KEYS[1])
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local f, count = fields[i], tonumber(fields[i + 1])

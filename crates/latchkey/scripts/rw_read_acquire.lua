@@ -37,10 +37,7 @@ expect_type(KEYS[2], 'string', 'the fencing counter')
 expect_type(KEYS[3], 'zset', 'the pending writers set')
 local mode = false
 if lock_type == 'hash' then
-    mode = redis.call('hget', KEYS[1], 'mode')
-    if mode ~= 'read' and mode ~= 'write' then
-        wrong_type('the key holds a hash that is not a read-write lock')
-    end
+    mode = rw_mode(KEYS[1])
 end
 local owner = ARGV[2]
 local ind = (tonumber(redis.call('hget', KEYS[1], owner)) or 0) + 1
@@ -51,31 +48,8 @@ end
 
 local now = now_ms()
 
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local field, count = fields[i], tonumber(fields[i + 1])
-        if field ~= 'mode' and count and string.sub(field, -6) ~= ':write' then
-            local live = false
-            for n = 1, count do
-                local ttl = redis.call('pttl', KEYS[5] .. ':' .. field .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], field)
-            end
-        end
-    end
-    return longest
-end
-
 if mode then
-    reap()
+    reap(KEYS[1], KEYS[5])
     if redis.call('hlen', KEYS[1]) <= 1 then
         redis.call('del', KEYS[1])
         mode = false

@@ -21,39 +21,13 @@ acl_check({'del', 'hdel', 'hget', 'hgetall', 'hlen', 'hset', 'pexpire', 'pttl', 
 if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return -1
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode ~= 'read' and mode ~= 'write' then
-    wrong_type('the key holds a hash that is not a read-write lock')
-end
+local mode = rw_mode(KEYS[1])
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not count or count < 1 then
     return -1
 end
 for n = 1, count do
     expect_type(KEYS[3] .. ':' .. n, 'string', 'the read lease key')
-end
-
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local f, c = fields[i], tonumber(fields[i + 1])
-        if f ~= 'mode' and c and string.sub(f, -6) ~= ':write' then
-            local live = false
-            for n = 1, c do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. f .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], f)
-            end
-        end
-    end
-    return longest
 end
 
 redis.call('del', KEYS[3] .. ':' .. count)
@@ -66,7 +40,7 @@ else
         redis.call('set', KEYS[3] .. ':' .. n, 1, 'PX', ARGV[2])
     end
 end
-local longest = reap()
+local longest = reap(KEYS[1], KEYS[4])
 if redis.call('hlen', KEYS[1]) <= 1 then
     redis.call('del', KEYS[1])
     notify(publish, KEYS[2], ARGV[1])

@@ -55,37 +55,37 @@ scripts! {
     LOCK_FORCE_UNLOCK = "lock_force_unlock.lua";
 
     /// Acquire or re-enter a fair lock, queueing the caller in arrival order.
-    FAIR_ACQUIRE = "fair_acquire.lua";
+    FAIR_ACQUIRE = "fair_prelude.lua", "fair_acquire.lua";
 
     /// Release one hold of a fair lock, waking the head of its queue.
-    FAIR_RELEASE = "fair_release.lua";
+    FAIR_RELEASE = "fair_prelude.lua", "fair_release.lua";
 
     /// Take a fair-lock waiter that gave up out of the queue.
-    FAIR_LEAVE = "fair_leave.lua";
+    FAIR_LEAVE = "fair_prelude.lua", "fair_leave.lua";
 
     /// Delete a fair lock whoever holds it.
-    FAIR_FORCE_UNLOCK = "fair_force_unlock.lua";
+    FAIR_FORCE_UNLOCK = "fair_prelude.lua", "fair_force_unlock.lua";
 
     /// Acquire or re-enter the read side of a read-write lock.
-    RW_READ_ACQUIRE = "rw_read_acquire.lua";
+    RW_READ_ACQUIRE = "rw_prelude.lua", "rw_read_acquire.lua";
 
     /// Acquire or re-enter the write side of a read-write lock.
-    RW_WRITE_ACQUIRE = "rw_write_acquire.lua";
+    RW_WRITE_ACQUIRE = "rw_prelude.lua", "rw_write_acquire.lua";
 
     /// Release one read hold of a read-write lock.
-    RW_READ_RELEASE = "rw_read_release.lua";
+    RW_READ_RELEASE = "rw_prelude.lua", "rw_read_release.lua";
 
     /// Release one write hold of a read-write lock.
-    RW_WRITE_RELEASE = "rw_write_release.lua";
+    RW_WRITE_RELEASE = "rw_prelude.lua", "rw_write_release.lua";
 
     /// Renew or check a batch of read and write holds.
-    RW_RENEW = "rw_renew.lua";
+    RW_RENEW = "rw_prelude.lua", "rw_renew.lua";
 
     /// Take the pending mark of a writer that gave up.
-    RW_LEAVE = "rw_leave.lua";
+    RW_LEAVE = "rw_prelude.lua", "rw_leave.lua";
 
     /// Delete a read-write lock whoever holds it.
-    RW_FORCE_UNLOCK = "rw_force_unlock.lua";
+    RW_FORCE_UNLOCK = "rw_prelude.lua", "rw_force_unlock.lua";
 
     /// Take permits from a semaphore.
     SEM_ACQUIRE = "sem_acquire.lua";
@@ -100,22 +100,22 @@ scripts! {
     SEM_ADD_PERMITS = "sem_add_permits.lua";
 
     /// Take leased permits from a permit-expirable semaphore.
-    PSEM_ACQUIRE = "psem_acquire.lua";
+    PSEM_ACQUIRE = "psem_prelude.lua", "psem_acquire.lua";
 
     /// Give leased permits back by id.
-    PSEM_RELEASE = "psem_release.lua";
+    PSEM_RELEASE = "psem_prelude.lua", "psem_release.lua";
 
     /// Set up a permit-expirable semaphore's permits unless it is set up already.
-    PSEM_SET_PERMITS = "psem_set_permits.lua";
+    PSEM_SET_PERMITS = "psem_prelude.lua", "psem_set_permits.lua";
 
     /// Add permits to a permit-expirable semaphore, or take some away.
-    PSEM_ADD_PERMITS = "psem_add_permits.lua";
+    PSEM_ADD_PERMITS = "psem_prelude.lua", "psem_add_permits.lua";
 
     /// Count a permit-expirable semaphore's permits.
-    PSEM_COUNT = "psem_count.lua";
+    PSEM_COUNT = "psem_prelude.lua", "psem_count.lua";
 
     /// Renew or check a batch of permit leases.
-    PSEM_RENEW = "psem_renew.lua";
+    PSEM_RENEW = "psem_prelude.lua", "psem_renew.lua";
 
     /// Set a count-down latch's count unless it is set already.
     LATCH_SET_COUNT = "latch_set_count.lua";
