@@ -3,10 +3,9 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
 use crate::client::{check_name, Client, MAX_LEASE};
@@ -20,14 +19,7 @@ use crate::task::detached;
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
 
-static FAIR_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_acquire.lua")));
-static FAIR_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_release.lua")));
-static FAIR_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_leave.lua")));
-static FAIR_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_force_unlock.lua")));
+use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
 /// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
 /// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,

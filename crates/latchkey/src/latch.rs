@@ -1,10 +1,9 @@
 //! The count-down latch, compatible with Redisson's `RCountDownLatch`.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
@@ -13,10 +12,7 @@ use crate::error::{Error, Result};
 use crate::pubsub::WakePolicy;
 use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
 
-static LATCH_SET_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_set_count.lua")));
-static LATCH_COUNT_DOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_count_down.lua")));
+use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};
 
 /// Redisson's `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
 const ZERO_COUNT_MESSAGE: &str = "0";

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
@@ -20,18 +20,9 @@ use crate::task::detached;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
 
-static PSEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_acquire.lua")));
-static PSEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_release.lua")));
-static PSEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_set_permits.lua")));
-static PSEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_add_permits.lua")));
-static PSEM_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_count.lua")));
-static PSEM_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_renew.lua")));
+use crate::scripts::{
+    PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
+};
 
 /// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
 /// digits (as Redisson shows them), and stored as the raw bytes in Redis.

@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::{IntoConnectionInfo, Script};
+use redis::IntoConnectionInfo;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -23,12 +23,7 @@ use crate::task::detached;
 use crate::wait::{deadline_after, unexpected};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
 
-static REDLOCK_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_acquire.lua")));
-static REDLOCK_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_fence.lua")));
-static REDLOCK_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_release.lua")));
+use crate::scripts::{REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE};
 
 /// The default bound on one node's answer (see [`RedLockBuilder::per_node_timeout`]).
 pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);

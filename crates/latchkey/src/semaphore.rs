@@ -1,10 +1,9 @@
 //! The counting semaphore, compatible with Redisson's `RSemaphore`.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
@@ -16,14 +15,7 @@ use crate::task::detached;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::Task;
 
-static SEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_acquire.lua")));
-static SEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_release.lua")));
-static SEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_set_permits.lua")));
-static SEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_add_permits.lua")));
+use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
 /// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
 /// `int`s, so larger totals would break Java clients sharing the semaphore.

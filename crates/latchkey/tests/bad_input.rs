@@ -568,7 +568,11 @@ async fn wrong_key_type_under_the_name() {
     let mut conn = server.conn().await;
     let _: () = conn.set("occupied", "precious").await.unwrap();
     let lock = a.lock("occupied");
-    refused(&mut conn, lock.lock(), Error::is_wrong_type).await;
+    let err = refused(&mut conn, lock.lock(), Error::is_wrong_type).await;
+    // What the key holds, from the script, without the place in the script that raised it.
+    let message = err.to_string();
+    assert!(message.contains("holds a string, not a hash"), "{message}");
+    assert!(!message.contains("script"), "{message}");
     refused(
         &mut conn,
         lock.try_lock(Duration::ZERO),

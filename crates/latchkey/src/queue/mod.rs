@@ -29,8 +29,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Script;
-
 use crate::client::{check_name, Client};
 use crate::error::{Error, Result};
 
@@ -61,50 +59,10 @@ const OFFER_BATCH: usize = 1000;
 /// The most payload bytes one offer script call carries (a single larger item goes alone).
 const OFFER_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-macro_rules! script {
-    ($(#[$doc:meta])* $name:ident = $file:literal) => {
-        $(#[$doc])*
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(crate::scripts::lua!($file)));
-    };
-}
-
-script!(
-    /// Offer items to a delayed queue.
-    DELAY_OFFER = "delay_offer.lua"
-);
-script!(
-    /// Move due items and timed-out deliveries to the ready list.
-    DELAY_TRANSFER = "delay_transfer.lua"
-);
-script!(
-    /// Cancel an item still waiting for its due time.
-    DELAY_REMOVE = "delay_remove.lua"
-);
-script!(
-    /// Read the earliest waiting items.
-    DELAY_PENDING = "delay_pending.lua"
-);
-script!(
-    /// Take the head of the ready list.
-    QUEUE_TAKE = "queue_take.lua"
-);
-script!(
-    /// Acknowledge a delivery.
-    QUEUE_ACK = "queue_ack.lua"
-);
-script!(
-    /// Put an item back.
-    QUEUE_REQUEUE = "queue_requeue.lua"
-);
-script!(
-    /// Extend a delivery's visibility timeout.
-    QUEUE_EXTEND = "queue_extend.lua"
-);
-script!(
-    /// Dead-letter an item that cannot be decoded.
-    QUEUE_DEAD = "queue_dead.lua"
-);
+pub(crate) use crate::scripts::{
+    DELAY_OFFER, DELAY_PENDING, DELAY_REMOVE, DELAY_TRANSFER, QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND,
+    QUEUE_REQUEUE, QUEUE_TAKE,
+};
 
 /// The unique id of one queued item, returned when it is offered.
 ///

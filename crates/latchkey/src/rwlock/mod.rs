@@ -6,7 +6,7 @@ mod write_guard;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
@@ -26,20 +26,10 @@ use crate::watchdog::{HoldKey, Lease, Renewal, Task};
 pub use read_guard::ReadGuard;
 pub use write_guard::WriteGuard;
 
-static RW_READ_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_acquire.lua")));
-static RW_WRITE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_acquire.lua")));
-static RW_READ_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_release.lua")));
-static RW_WRITE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_release.lua")));
-static RW_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_renew.lua")));
-static RW_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_leave.lua")));
-static RW_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_force_unlock.lua")));
+use crate::scripts::{
+    RW_FORCE_UNLOCK, RW_LEAVE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_WRITE_ACQUIRE,
+    RW_WRITE_RELEASE,
+};
 
 /// A distributed read-write lock: any number of readers, or one writer, kept in Redis in
 /// Redisson's `RReadWriteLock` layout.
