@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
 use crate::client::{check_name, Client};
