@@ -645,7 +645,7 @@ impl ReadLock {
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<ReadGuard>> {
         match self.rw.acquire(Side::Read, lease, deadline).await? {
-            Some(Granted::Read(guard)) => Ok(Some(guard)),
+            Some(Granted::Read(guard)) => Ok(Some(guard.delivered())),
             Some(Granted::Write(_)) => unreachable!("a read acquire grants a read hold"),
             None => Ok(None),
         }

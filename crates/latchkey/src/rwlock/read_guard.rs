@@ -14,19 +14,28 @@ use super::{ReadLock, RwLock};
 #[must_use = "dropping the guard releases the read hold at once"]
 pub struct ReadGuard {
     core: GuardCore<ReadLock>,
-    _counted: Counted,
+    /// Set once the guard reaches its caller: a guard granted to a caller that went away (and
+    /// dropped at once where it landed) must not make a write of the same owner look like an
+    /// upgrade.
+    counted: Option<Counted>,
 }
 
 lock_guard!(ReadGuard, "client.rw_lock(\"config\").read().lock()");
 
 impl ReadGuard {
     pub(super) fn new(core: GuardCore<ReadLock>) -> ReadGuard {
-        let rw = core.held().rw_lock().clone();
-        rw.inner.read_guards.fetch_add(1, Ordering::AcqRel);
         ReadGuard {
             core,
-            _counted: Counted(rw),
+            counted: None,
         }
+    }
+
+    /// The guard has reached its caller: count it among the owner's live read guards.
+    pub(super) fn delivered(mut self) -> ReadGuard {
+        let rw = self.core.held().rw_lock().clone();
+        rw.inner.read_guards.fetch_add(1, Ordering::AcqRel);
+        self.counted = Some(Counted(rw));
+        self
     }
 
     /// The read-write lock this guard holds.
