@@ -464,37 +464,33 @@ impl FairLock {
     /// The script call that removes this owner's queue entry.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &FAIR_LEAVE,
-            keys: self.queue_keys(),
-            args: vec![
+        Task::new(
+            &FAIR_LEAVE,
+            self.queue_keys(),
+            vec![
                 inner.hold.field.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
                 (inner.waiter_timeout.as_millis() as u64).to_string(),
             ],
-            context: "leaving a fair lock's queue",
-            release: None,
-            lost: None,
-        }
+            "leaving a fair lock's queue",
+        )
     }
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &FAIR_RELEASE,
-            keys: self.queue_keys(),
-            args: vec![
+        Task::new(
+            &FAIR_RELEASE,
+            self.queue_keys(),
+            vec![
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a fair lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a fair lock",
+        )
     }
 
     /// KEYS of the release, leave and force-unlock scripts.

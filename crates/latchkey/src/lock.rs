@@ -319,73 +319,67 @@ impl Lock {
     /// client, and pass on a hand-off that was meant for it.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_LEAVE,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_LEAVE,
+            vec![
                 inner.hold.key.clone(),
                 inner.channel.clone(),
                 inner.queue_key.clone(),
                 inner.alive_key.clone(),
                 inner.hand_off_key.clone(),
             ],
-            args: vec![
+            vec![
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "leaving a lock's wait queue",
-            release: None,
-            lost: None,
-        }
+            "leaving a lock's wait queue",
+        )
     }
 
     /// The guarded release of this handle's last hold, granted with `token`, sent again to a new
     /// primary after a failover (see `scripts/lock_release_resend.lua`).
     fn resend_task(&self, token: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_RELEASE_RESEND,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_RELEASE_RESEND,
+            vec![
                 inner.hold.key.clone(),
                 inner.token_key.clone(),
                 inner.channel.clone(),
             ],
-            args: vec![
+            vec![
                 inner.hold.field.to_string(),
                 token.to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a lock again after a failover",
-            release: None,
-            lost: None,
-        }
+            "releasing a lock again after a failover",
+        )
     }
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_RELEASE,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_RELEASE,
+            vec![
                 inner.hold.key.clone(),
                 inner.channel.clone(),
                 inner.queue_key.clone(),
                 inner.alive_key.clone(),
                 inner.hand_off_key.clone(),
             ],
-            args: vec![
+            vec![
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a lock",
+        )
     }
 
     /// One acquire script call, run in its own task so that a caller who goes away cannot strand

@@ -613,16 +613,14 @@ impl PermitSemaphore {
     }
 
     fn release_task(&self, ids: &[PermitId]) -> Task {
-        Task {
-            script: &PSEM_RELEASE,
-            keys: self.keys().to_vec(),
-            args: std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
+        Task::new(
+            &PSEM_RELEASE,
+            self.keys().to_vec(),
+            std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
                 .chain(ids.iter().map(PermitId::to_string))
                 .collect(),
-            context: "releasing semaphore permits",
-            release: None,
-            lost: None,
-        }
+            "releasing semaphore permits",
+        )
     }
 
     async fn acquire_until(

@@ -1010,18 +1010,16 @@ impl RedLock {
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
-        Task {
-            script: &REDLOCK_RELEASE,
-            keys: vec![node.key.clone(), node.channel.clone()],
-            args: vec![
+        Task::new(
+            &REDLOCK_RELEASE,
+            vec![node.key.clone(), node.channel.clone()],
+            vec![
                 owner.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 node.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a redlock",
-            release: None,
-            lost: None,
-        }
+            "releasing a redlock",
+        )
     }
 }
 

@@ -399,6 +399,23 @@ pub(crate) struct Task {
 }
 
 impl Task {
+    /// A script call: `script` with `keys` and `args`, doing `context` (for the log).
+    pub(crate) fn new(
+        script: &'static redis::Script,
+        keys: Vec<Arc<str>>,
+        args: Vec<String>,
+        context: &'static str,
+    ) -> Task {
+        Task {
+            script,
+            keys,
+            args,
+            context,
+            release: None,
+            lost: None,
+        }
+    }
+
     /// This task, keeping `mark` until it has run.
     pub(crate) fn releasing(mut self, mark: ReleaseMark) -> Task {
         self.release = Some(mark);

@@ -746,9 +746,9 @@ impl<T> Delivery<T> {
     /// The requeue task for this delivery.
     fn requeue_task(&self, delay_us: u64) -> Task {
         let keys = &self.core.keys;
-        Task {
-            script: &QUEUE_REQUEUE,
-            keys: vec![
+        Task::new(
+            &QUEUE_REQUEUE,
+            vec![
                 keys.ready.clone(),
                 keys.items.clone(),
                 keys.unacked.clone(),
@@ -757,17 +757,15 @@ impl<T> Delivery<T> {
                 keys.ready_channel.clone(),
                 keys.delay_channel.clone(),
             ],
-            args: vec![
+            vec![
                 "claimed".to_owned(),
                 self.id.to_string(),
                 self.attempt.to_string(),
                 delay_us.to_string(),
                 self.core.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a queue delivery",
-            release: None,
-            lost: None,
-        }
+            "releasing a queue delivery",
+        )
     }
 
     /// Acknowledges the delivery: the item is finished and never delivered again. Returns `true`

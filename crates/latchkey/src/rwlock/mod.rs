@@ -508,67 +508,61 @@ impl RwLock {
     /// The script call that clears this owner's pending-writer mark.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_LEAVE,
-            keys: vec![
+        Task::new(
+            &RW_LEAVE,
+            vec![
                 inner.write_hold.key.clone(),
                 inner.writers_key.clone(),
                 inner.channel.clone(),
             ],
-            args: vec![
+            vec![
                 inner.write_hold.field.to_string(),
                 READ_UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "leaving a read-write lock's pending writers",
-            release: None,
-            lost: None,
-        }
+            "leaving a read-write lock's pending writers",
+        )
     }
 
     /// The release script call for one read hold, with `lease_ms` left on remaining ones.
     fn read_release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_READ_RELEASE,
-            keys: vec![
+        Task::new(
+            &RW_READ_RELEASE,
+            vec![
                 inner.read_hold.key.clone(),
                 inner.channel.clone(),
                 inner.read_prefix.clone(),
                 inner.lease_prefix.clone(),
             ],
-            args: vec![
+            vec![
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.read_hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a read lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a read lock",
+        )
     }
 
     /// The release script call for one write hold, with `lease_ms` left on remaining ones.
     fn write_release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_WRITE_RELEASE,
-            keys: vec![
+        Task::new(
+            &RW_WRITE_RELEASE,
+            vec![
                 inner.write_hold.key.clone(),
                 inner.channel.clone(),
                 inner.lease_prefix.clone(),
             ],
-            args: vec![
+            vec![
                 READ_UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.write_hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a write lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a write lock",
+        )
     }
 }
 
