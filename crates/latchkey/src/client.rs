@@ -15,6 +15,7 @@ use crate::lock::Lock;
 use crate::pubsub::Hub;
 use crate::replica::{cluster_shards, AbsentReplicas, LostReplicas};
 use crate::sentinel_watch::{Follow, Resends};
+use crate::task::{self, Task};
 use crate::watchdog::{self, Registry};
 
 /// The longest object name latchkey accepts, in bytes.
@@ -668,7 +669,7 @@ pub(crate) struct Inner {
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
     pub(crate) registry: Arc<Registry>,
-    pub(crate) background: mpsc::UnboundedSender<watchdog::Task>,
+    pub(crate) background: mpsc::UnboundedSender<Task>,
     handles: AtomicU64,
     shutdown: CancellationToken,
 }
@@ -728,13 +729,14 @@ impl Client {
         let registry = Arc::new(Registry::new());
         let id = uuid::Uuid::new_v4();
         let wake_id = 2 + ((id.as_u128() >> 66) as u64);
-        let background = watchdog::start(
+        watchdog::start(
             conn.clone(),
             registry.clone(),
             config.watchdog_timeout,
             config.command_timeout,
             shutdown.clone(),
         );
+        let background = task::start(conn.clone(), shutdown.clone());
         let hub = Hub::start(
             target,
             &config,

@@ -18,8 +18,8 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Ticket};
 
 static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("fair_acquire.lua")));

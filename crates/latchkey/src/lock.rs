@@ -14,8 +14,8 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Ticket};
 
 /// The longest a waiter sleeps between attempts. Unlock messages normally wake it long before;
 /// this bounds the stall when a message is lost or the lock was handed off to a client that

@@ -18,8 +18,8 @@ use crate::semaphore::{
     check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
 };
 use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
 
 static PSEM_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("psem_acquire.lua")));

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::ClientBuilder;
 use crate::conn::Target;
 use crate::error::{Error, Result};
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// What a message on a channel does to the channel's local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

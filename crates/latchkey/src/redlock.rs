@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::lock::{LockKeys, LockOptions};
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::semaphore::unexpected;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Ticket};
 
 static REDLOCK_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_acquire.lua")));

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::client::{connected_replicas, Inner};
 use crate::conn::{key_slot, Conn, Verdict};
 use crate::error::{Error, Result};
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// How long auto replica sync stops waiting after it found the primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);

@@ -12,8 +12,7 @@ use crate::error::{Error, Result};
 use crate::keys::prefix_name;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::task::detached;
-use crate::watchdog::Task;
+use crate::task::{detached, Task};
 
 static SEM_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("sem_acquire.lua")));

@@ -22,7 +22,7 @@ use crate::client::{check_name, Client};
 use crate::codec::{Codec, Json};
 use crate::error::Result;
 use crate::pubsub::WakePolicy;
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// The longest a waiting consumer sleeps between two attempts. A message on the ready channel
 /// normally wakes it long before; this bounds the wait when a message is lost.

@@ -23,8 +23,8 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, Renewal, Task};
+use crate::task::{detached, Task};
+use crate::watchdog::{HoldKey, Lease, Renewal};
 
 pub use read_guard::ReadGuard;
 pub use write_guard::WriteGuard;
