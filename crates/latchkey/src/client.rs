@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::conn::{ClusterTarget, Conn, SentinelTarget, Target, Verdict};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::pubsub::Hub;
+use crate::pubsub::{Hub, HubSettings};
 use crate::replica::{cluster_shards, AbsentReplicas, LostReplicas};
 use crate::sentinel_watch::{Follow, Resends};
 use crate::task::{self, Task};
@@ -739,7 +739,11 @@ impl Client {
         let background = task::start(conn.clone(), shutdown.clone());
         let hub = Hub::start(
             target,
-            &config,
+            HubSettings {
+                connect_timeout: config.connect_timeout,
+                command_timeout: config.command_timeout,
+                linger: config.subscription_linger,
+            },
             wake_id,
             background.clone(),
             shutdown.clone(),
