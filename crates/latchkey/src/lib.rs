@@ -5,6 +5,7 @@
 mod client;
 mod codec;
 mod conn;
+mod connect;
 mod error;
 mod fair_lock;
 mod keys;
@@ -24,9 +25,7 @@ mod stall;
 mod task;
 mod watchdog;
 
-pub use client::{
-    Client, ClientBuilder, ReplicaSync, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT,
-};
+pub use client::{Client, ClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT};
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
@@ -41,5 +40,6 @@ pub use queue::{
 pub use redlock::{
     RedLock, RedLockBuilder, RedLockGuard, DEFAULT_PER_NODE_TIMEOUT, DEFAULT_RETRY_DELAY,
 };
+pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permits, Semaphore, MAX_PERMITS};

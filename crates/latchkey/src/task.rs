@@ -61,11 +61,7 @@ impl Task {
 
     /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
     /// names the object in errors.
-    pub(crate) async fn run<T: redis::FromRedisValue>(
-        &self,
-        conn: &Conn,
-        name: &str,
-    ) -> Result<T> {
+    pub(crate) async fn run<T: redis::FromRedisValue>(&self, conn: &Conn, name: &str) -> Result<T> {
         let mut invocation = self.script.prepare_invoke();
         for key in &self.keys {
             invocation.key(&**key);
