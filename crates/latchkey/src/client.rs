@@ -13,20 +13,11 @@ use tokio_util::sync::CancellationToken;
 use crate::conn::{Conn, Target};
 use crate::connect::{redact, Endpoint, Topology};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
 use crate::pubsub::{Hub, HubSettings};
 use crate::replica::{AcquireCall, ReplicaSync, Replicas, REPLICA_LOSS_GRACE};
 use crate::sentinel_watch::{self, Follow, Resends};
 use crate::task::{self, Task};
-use crate::watchdog::{self, Registry};
-
-/// The longest object name latchkey accepts, in bytes.
-///
-/// Longer names are rejected with [`Error::InvalidArgument`] before anything is sent.
-pub const MAX_NAME_LEN: usize = 1024;
-
-/// The longest lease latchkey accepts (365 days).
-pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::watchdog::{self, Registry, MAX_LEASE};
 
 /// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it, and a
 /// shorter period cannot be kept on a loaded machine.
@@ -471,38 +462,10 @@ impl Client {
         self.inner.config.watchdog_timeout
     }
 
-    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
-    ///
-    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
-    /// handle share its owner id, so they re-enter each other's holds.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let lock = client.lock("orders:1001");
-    /// let guard = lock.lock().await?;
-    /// assert_eq!(lock.hold_count().await?, 1);
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
-    }
-
     /// A token cancelled when the client shuts down (its last clone is dropped), for background
     /// tasks that must stop with the client without keeping it alive.
     pub(crate) fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
-    }
-
-    /// The name an object called `name` has in Redis: `<namespace>:<name>`, or `name`.
-    pub(crate) fn object_name(&self, name: &str) -> String {
-        match &self.inner.config.namespace {
-            Some(ns) => format!("{ns}:{name}"),
-            None => name.to_owned(),
-        }
     }
 
     /// The namespace set with [`ClientBuilder::namespace`], if any.
@@ -531,60 +494,6 @@ impl Client {
     pub fn tracked_lock_count(&self) -> usize {
         self.inner.registry.len()
     }
-}
-
-/// Checks an object name: non-empty, at most [`MAX_NAME_LEN`] bytes, no reserved prefix, and
-/// not one whole hash tag (see [`whole_name_hash_tag`]).
-pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid(
-            "name",
-            "the name is empty; give a non-empty name",
-        ));
-    }
-    if name.starts_with("redisson_") || name.starts_with("latchkey_") {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` starts with a prefix reserved for the keys latchkey and Redisson derive \
-                 from object names (`redisson_`, `latchkey_`); choose another name"
-            ),
-        ));
-    }
-    if name == "{}" {
-        return Err(Error::invalid(
-            "name",
-            "`{}` is an empty hash tag, not a name; give a name with text in it",
-        ));
-    }
-    if let Some(tag) = whole_name_hash_tag(name) {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` is one hash tag and would share its derived keys (fencing counter, \
-                 channel, queues) with the object `{tag}`; name it `{tag}`, which already keeps \
-                 all its keys in one cluster slot, or put text outside the braces"
-            ),
-        ));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "the name is {} bytes long; the limit is {MAX_NAME_LEN} bytes",
-                name.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// `Some(X)` when `name` is `{X}` and `X` has no `{`: Redisson's `prefixName` / `suffixName`
-/// derive the same keys for `{X}` and for `X` (`prefix:{X}`), so the two would share their
-/// fencing counter, channels and queues. Such names are refused.
-fn whole_name_hash_tag(name: &str) -> Option<&str> {
-    let tag = name.strip_prefix('{')?.strip_suffix('}')?;
-    (!tag.contains('{')).then_some(tag)
 }
 
 /// Lazy clients (RedLock nodes that may be down when a service starts).
@@ -647,61 +556,5 @@ impl ClientBuilder {
         let conn = endpoint.connect_lazy(&target)?;
         let replicas = Replicas::lazy(&conn, self.replica_sync, self.replica_loss_grace);
         Ok(Client::start(self, conn, target, replicas))
-    }
-}
-
-/// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
-pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
-        ));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
-        ));
-    }
-    Ok(lease.as_millis() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_leases_are_checked() {
-        assert!(check_name("").unwrap_err().is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
-        assert!(check_name("redisson_lock_token:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("latchkey_lock_queue:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("orders:{1001}").is_ok());
-        assert!(check_name("{1001}:orders").is_ok());
-        assert!(check_name("{a}{b}").is_ok());
-        for whole_tag in ["{a}", "{}", "{a}b}", "{orders:1001}"] {
-            assert!(
-                check_name(whole_tag).unwrap_err().is_invalid_argument(),
-                "{whole_tag}"
-            );
-        }
-        assert!(check_lease(Duration::ZERO)
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(Duration::from_micros(999))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
     }
 }

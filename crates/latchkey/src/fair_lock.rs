@@ -10,16 +10,16 @@ use std::time::Duration;
 use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client, MAX_LEASE};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::prefix_name;
+use crate::keys::{check_name, FairLockKeys};
 use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::stall::pause_before_retry;
 use crate::task::{detached, Task};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Ticket};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Release, Ticket, MAX_LEASE};
 
 static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("fair_acquire.lua")));
@@ -199,20 +199,19 @@ enum Attempt {
 impl FairLock {
     fn new(client: Client, name: String) -> FairLock {
         let field = client.next_owner();
-        let key = client.object_name(&name);
-        let channel_prefix = prefix_name("redisson_lock__channel", &key);
+        let keys = FairLockKeys::new(client.namespace(), &name);
         FairLock {
             inner: Arc::new(FairInner {
+                channel: keys.channel(&field),
                 hold: HoldKey {
                     kind: "fair_lock",
-                    key: Arc::from(key.as_str()),
+                    key: keys.hash,
                     field: Arc::from(field.as_str()),
                 },
-                token_key: Arc::from(prefix_name("redisson_lock_token", &key)),
-                queue_key: Arc::from(prefix_name("redisson_lock_queue", &key)),
-                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &key)),
-                channel: Arc::from(format!("{channel_prefix}:{field}")),
-                channel_prefix: Arc::from(channel_prefix),
+                token_key: keys.token,
+                queue_key: keys.queue,
+                deadlines_key: keys.deadlines,
+                channel_prefix: keys.channel_prefix,
                 waiter_timeout: DEFAULT_WAITER_TIMEOUT,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,

@@ -25,10 +25,14 @@ mod stall;
 mod task;
 mod watchdog;
 
-pub use client::{Client, ClientBuilder, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT};
+#[cfg(test)]
+mod layers_test;
+
+pub use client::{Client, ClientBuilder, MIN_WATCHDOG_TIMEOUT};
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
+pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};
@@ -43,3 +47,4 @@ pub use redlock::{
 pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permits, Semaphore, MAX_PERMITS};
+pub use watchdog::MAX_LEASE;

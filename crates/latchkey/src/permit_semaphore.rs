@@ -9,9 +9,9 @@ use std::time::Duration;
 use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{prefix_name, suffix_name};
+use crate::keys::{check_name, PermitSemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{
@@ -19,7 +19,7 @@ use crate::semaphore::{
 };
 use crate::stall::pause_before_retry;
 use crate::task::{detached, Task};
-use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
+use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
 static PSEM_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(crate::scripts::lua!("psem_acquire.lua")));
@@ -207,13 +207,13 @@ impl Client {
     /// ```
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = PermitSemaphoreKeys::new(self.namespace(), &name);
         PermitSemaphore {
             inner: Arc::new(PermitSemaphoreInner {
                 client: self.clone(),
-                leases_key: Arc::from(suffix_name(&key, "timeout")),
-                channel: Arc::from(prefix_name("redisson_sc", &key)),
-                key: Arc::from(key),
+                leases_key: keys.leases,
+                channel: keys.channel,
+                key: keys.permits,
                 name,
             }),
         }

@@ -20,9 +20,10 @@ use std::time::Duration;
 use redis::{FromRedisValue, Script};
 use tokio::time::Instant;
 
-use crate::conn::{key_slot, Conn, Verdict};
+use crate::conn::{Conn, Verdict};
 use crate::connect::{cluster_shards, connected_replicas};
 use crate::error::{Error, Result};
+use crate::keys::key_slot;
 use crate::sentinel_watch::Follow;
 use crate::task::Task;
 

@@ -22,7 +22,28 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
+use crate::error::{Error, Result};
 use crate::scripts;
+
+/// The longest lease latchkey accepts (365 days).
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
+pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
+        ));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
+        ));
+    }
+    Ok(lease.as_millis() as u64)
+}
 
 /// The most locks renewed by one script call.
 pub(crate) const RENEW_BATCH: usize = 100;
@@ -428,7 +449,7 @@ async fn renew_loop(
         let mut by_script: HashMap<(&'static str, u16), Vec<RenewItem>> = HashMap::new();
         for item in items {
             let slot = if cluster {
-                crate::conn::key_slot(item.key.key.as_bytes())
+                crate::keys::key_slot(item.key.key.as_bytes())
             } else {
                 0
             };
@@ -479,5 +500,28 @@ async fn renew_loop(
             _ = shutdown.cancelled() => return,
             _ = join_all(batches) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_checked() {
+        assert!(check_lease(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(Duration::from_micros(999))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert_eq!(
+            check_lease(MAX_LEASE).unwrap(),
+            MAX_LEASE.as_millis() as u64
+        );
+        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
     }
 }

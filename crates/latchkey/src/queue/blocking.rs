@@ -18,9 +18,10 @@ use super::{
     check_delay, check_visibility, deadline_after, encode, unexpected, Core, ItemId, Offer, When,
     DEFAULT_VISIBILITY_TIMEOUT, QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
 };
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
+use crate::keys::check_name;
 use crate::pubsub::WakePolicy;
 use crate::task::Task;
 

@@ -12,12 +12,12 @@ use std::time::Duration;
 use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fair_lock::{
     deadline_after, lease_ms, lease_of, park_for, retry_park, unexpected, MAX_PARK,
 };
-use crate::keys::{prefix_name, suffix_name};
+use crate::keys::{check_name, RwLockKeys};
 use crate::lock::LockOptions;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
@@ -196,8 +196,8 @@ enum Attempt {
 impl RwLock {
     fn new(client: Client, name: String) -> RwLock {
         let owner = client.next_owner();
-        let object = client.object_name(&name);
-        let key: Arc<str> = Arc::from(object.as_str());
+        let keys = RwLockKeys::new(client.namespace(), &name);
+        let key = keys.hash.clone();
         RwLock {
             inner: Arc::new(RwInner {
                 read_hold: HoldKey {
@@ -210,16 +210,11 @@ impl RwLock {
                     key,
                     field: Arc::from(format!("{owner}:write")),
                 },
-                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &object)),
-                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &object)),
-                channel: Arc::from(prefix_name("redisson_rwlock", &object)),
-                read_prefix: Arc::from(suffix_name(&object, &format!("{owner}:rwlock_timeout"))),
-                // Readers' lease keys are `<lease_prefix>:<owner>:rwlock_timeout:<i>`.
-                lease_prefix: Arc::from(if object.contains('{') {
-                    object.clone()
-                } else {
-                    format!("{{{object}}}")
-                }),
+                read_prefix: keys.read_prefix(&owner),
+                token_key: keys.token,
+                writers_key: keys.writers,
+                channel: keys.channel,
+                lease_prefix: keys.lease_prefix,
                 pending: AtomicUsize::new(0),
                 read_guards: AtomicUsize::new(0),
                 client,
