@@ -1,4 +1,6 @@
-//! The client: connections, configuration and the background tasks every primitive shares.
+//! The client: its settings ([`ClientBuilder`]), its start (connection, pub/sub hub, watchdog,
+//! task queue, Sentinel watcher, replica state) and its accessors. The primitives' factories
+//! (`Client::lock`, `Client::semaphore`, …) live with each primitive.
 
 use std::fmt;
 use std::future::Future;

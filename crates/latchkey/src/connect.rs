@@ -103,6 +103,7 @@ impl Endpoint {
         })
     }
 
+    /// Where `topology` is, with this endpoint's TLS material and timeouts. Sends nothing.
     pub(crate) fn target(&self, topology: &Topology) -> Result<Target> {
         let config_error = |e: redis::RedisError| Error::Config {
             reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
@@ -148,6 +149,7 @@ impl Endpoint {
         }
     }
 
+    /// The command connection to `target` (no timeout of its own).
     async fn connect_conn(&self, target: &Target) -> redis::RedisResult<Conn> {
         match target {
             Target::Fixed(client) => {

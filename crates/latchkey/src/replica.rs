@@ -491,7 +491,7 @@ impl Replicas {
     /// replica sync asks (see [`Replicas::replica_wait`]).
     ///
     /// `granted` tells from the reply whether the script granted something (a hold, permits).
-    /// If it did and too few replicas acknowledged it (see [`Replicas::must_undo`]), the script
+    /// If it did and too few replicas acknowledged it (see [`Replicas::grant_decision`]), the script
     /// `undo()` returns — the primitive's release of exactly what was just granted — is run,
     /// and the acquire fails with [`Error::NotReplicated`]. Callers run this inside their
     /// detached attempt task, so the undo completes even if the caller goes away.
