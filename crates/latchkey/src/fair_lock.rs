@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client, MAX_LEASE};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
-use crate::keys::prefix_name;
+use crate::keys::{check_name, FairLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 
 use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
@@ -235,20 +235,19 @@ lock_methods! {
 impl FairLock {
     fn new(client: Client, name: String) -> FairLock {
         let field = client.next_owner();
-        let key = client.object_name(&name);
-        let channel_prefix = prefix_name("redisson_lock__channel", &key);
+        let keys = FairLockKeys::new(client.namespace(), &name);
         FairLock {
             inner: Arc::new(FairInner {
+                channel: keys.channel(&field),
                 hold: HoldKey {
                     kind: "fair_lock",
-                    key: Arc::from(key.as_str()),
+                    key: keys.hash,
                     field: Arc::from(field.as_str()),
                 },
-                token_key: Arc::from(prefix_name("redisson_lock_token", &key)),
-                queue_key: Arc::from(prefix_name("redisson_lock_queue", &key)),
-                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &key)),
-                channel: Arc::from(format!("{channel_prefix}:{field}")),
-                channel_prefix: Arc::from(channel_prefix),
+                token_key: keys.token,
+                queue_key: keys.queue,
+                deadlines_key: keys.deadlines,
+                channel_prefix: keys.channel_prefix,
                 waiter_timeout: DEFAULT_WAITER_TIMEOUT,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,

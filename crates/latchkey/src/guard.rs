@@ -18,8 +18,9 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::replica::AcquireCall;
+use crate::task::Task;
 use crate::wait::Attempt;
-use crate::watchdog::{HoldKey, Lease, Release, Renewal, Task, Ticket};
+use crate::watchdog::{HoldKey, Lease, Release, Renewal, Ticket};
 
 /// A hold on a lock: what every lock guard of latchkey offers.
 ///

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
-use crate::conn::key_slot;
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::{check_name, LatchKeys};
 use crate::pubsub::WakePolicy;
 use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
 
@@ -58,7 +58,7 @@ struct LatchInner {
     name: String,
     /// The count's key: the name under the client's namespace.
     key: String,
-    /// The channel counts and openings are published on (see [`channel_name`]).
+    /// The channel counts and openings are published on (see [`LatchKeys`]).
     channel: String,
 }
 
@@ -86,39 +86,17 @@ impl Client {
     /// ```
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = LatchKeys::new(self.namespace(), &name, self.inner.conn.is_cluster());
         CountDownLatch {
             inner: Arc::new(LatchInner {
                 client: self.clone(),
-                channel: channel_name(&key, self.inner.conn.is_cluster()),
-                key,
+                channel: keys.channel,
+                key: keys.count,
                 name,
             }),
         }
     }
 }
-
-/// The channel of the latch whose count is at `key`.
-///
-/// Redisson's `getChannelName` is `redisson_countdownlatch__channel__{<key>}` for every key (it
-/// does not use `prefixName`). That channel is kept everywhere it shares the key's Redis
-/// Cluster slot, which is on every deployment but a cluster, and on a cluster for every key
-/// without a `}`. A key with its own hash tag (`orders{eu}:1`) would put Redisson's channel in
-/// another slot than the count (`orders{eu` is hashed, not `eu`), and the scripts, which publish
-/// with `spublish` and name the channel in `KEYS`, would fail with `CROSSSLOT` (Redisson's own
-/// latch fails so on a cluster). There the channel is
-/// `redisson_countdownlatch__channel__<key>`, which keeps the key's hash tag.
-fn channel_name(key: &str, cluster: bool) -> String {
-    let redisson = format!("{LATCH_CHANNEL_PREFIX}{{{key}}}");
-    if !cluster || key_slot(redisson.as_bytes()) == key_slot(key.as_bytes()) {
-        redisson
-    } else {
-        format!("{LATCH_CHANNEL_PREFIX}{key}")
-    }
-}
-
-/// What Redisson puts before the latch's key in its channel's name.
-const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 
 impl CountDownLatch {
     /// The latch's name as given to [`Client::count_down_latch`], without the client's
@@ -340,32 +318,5 @@ impl CountDownLatch {
         })
         .await?;
         Ok(opened.is_some())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_channel_is_redissons_unless_that_leaves_the_keys_slot() {
-        for cluster in [false, true] {
-            assert_eq!(
-                channel_name("ready", cluster),
-                "redisson_countdownlatch__channel__{ready}"
-            );
-        }
-        assert_eq!(
-            channel_name("orders{eu}:1", false),
-            "redisson_countdownlatch__channel__{orders{eu}:1}"
-        );
-        let tagged = channel_name("orders{eu}:1", true);
-        assert_eq!(tagged, "redisson_countdownlatch__channel__orders{eu}:1");
-        assert_eq!(key_slot(tagged.as_bytes()), key_slot(b"eu"));
-        // A `{` without a closing brace is no hash tag: Redisson's channel shares the slot.
-        assert_eq!(
-            channel_name("a{b", true),
-            "redisson_countdownlatch__channel__{a{b}"
-        );
     }
 }

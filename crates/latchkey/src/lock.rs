@@ -6,19 +6,41 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::Result;
 use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
-use crate::keys::prefix_name;
+use crate::keys::{check_name, LockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, Task};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
+
+impl Client {
+    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
+    /// handle share its owner id, so they re-enter each other's holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let lock = client.lock("orders:1001");
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+}
 
 /// A snapshot of a lock's state, from [`Lock::status`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,35 +180,6 @@ impl fmt::Debug for Lock {
     }
 }
 
-/// The key and channel names of a lock called `name`.
-pub(crate) struct LockKeys {
-    /// The Redisson lock hash.
-    pub(crate) key: String,
-    /// The fencing counter.
-    pub(crate) token: String,
-    /// The unlock channel.
-    pub(crate) channel: String,
-    /// latchkey's wait queue (zset of client wake ids by arrival).
-    pub(crate) queue: String,
-    /// latchkey's waiter liveness (hash of client wake id -> registered until).
-    pub(crate) alive: String,
-    /// latchkey's hand-off reservation.
-    pub(crate) hand_off: String,
-}
-
-impl LockKeys {
-    pub(crate) fn new(name: &str) -> LockKeys {
-        LockKeys {
-            key: name.to_owned(),
-            token: prefix_name("redisson_lock_token", name),
-            channel: prefix_name("redisson_lock__channel", name),
-            queue: prefix_name("latchkey_lock_queue", name),
-            alive: prefix_name("latchkey_lock_alive", name),
-            hand_off: prefix_name("latchkey_lock_handoff", name),
-        }
-    }
-}
-
 /// What a granted attempt does to the caller's client's place in the lock's wait queue.
 #[derive(Clone, Copy)]
 enum Queue {
@@ -248,7 +241,7 @@ lock_methods! {
 
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
-        let keys = LockKeys::new(&client.object_name(&name));
+        let keys = LockKeys::new(client.namespace(), &name);
         let field = client.next_owner();
         Lock {
             inner: Arc::new(LockInner {
@@ -256,14 +249,14 @@ impl Lock {
                 name,
                 hold: HoldKey {
                     kind: "lock",
-                    key: Arc::from(keys.key),
+                    key: keys.hash,
                     field: Arc::from(field),
                 },
-                token_key: Arc::from(keys.token),
-                channel: Arc::from(keys.channel),
-                queue_key: Arc::from(keys.queue),
-                alive_key: Arc::from(keys.alive),
-                hand_off_key: Arc::from(keys.hand_off),
+                token_key: keys.token,
+                channel: keys.channel,
+                queue_key: keys.queue,
+                alive_key: keys.alive,
+                hand_off_key: keys.hand_off,
             }),
         }
     }

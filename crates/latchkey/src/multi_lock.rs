@@ -8,10 +8,10 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use crate::client::check_lease;
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard, LockOptions};
 use crate::wait::deadline_after;
+use crate::watchdog::check_lease;
 
 /// Several [`Lock`]s held together: all of them or none.
 ///

@@ -9,16 +9,16 @@ use std::time::Duration;
 use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::lease_ms;
-use crate::keys::{prefix_name, suffix_name};
+use crate::keys::{check_name, PermitSemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
+use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
 use crate::scripts::{
     PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
@@ -197,13 +197,13 @@ impl Client {
     /// ```
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = PermitSemaphoreKeys::new(self.namespace(), &name);
         PermitSemaphore {
             inner: Arc::new(PermitSemaphoreInner {
                 client: self.clone(),
-                leases_key: Arc::from(suffix_name(&key, "timeout")),
-                channel: Arc::from(prefix_name("redisson_sc", &key)),
-                key: Arc::from(key),
+                leases_key: keys.leases,
+                channel: keys.channel,
+                key: keys.permits,
                 name,
             }),
         }

@@ -15,13 +15,14 @@ use redis::IntoConnectionInfo;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{LockKeys, LockOptions};
+use crate::keys::{check_name, LockKeys};
+use crate::lock::LockOptions;
 use crate::scripts::UNLOCK_MESSAGE;
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Ticket};
 
 use crate::scripts::{REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE};
 
@@ -337,12 +338,12 @@ impl RedLockBuilder {
             .into_iter()
             .map(|client| {
                 // The same rule as `Client::lock`: the key follows the client's namespace.
-                let keys = LockKeys::new(&client.object_name(&self.name));
+                let keys = LockKeys::new(client.namespace(), &self.name);
                 Node {
                     client,
-                    key: Arc::from(keys.key),
-                    token_key: Arc::from(keys.token),
-                    channel: Arc::from(keys.channel),
+                    key: keys.hash,
+                    token_key: keys.token,
+                    channel: keys.channel,
                     health: Mutex::new(Health::default()),
                 }
             })

@@ -6,14 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::prefix_name;
+use crate::keys::{check_name, SemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::Task;
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
@@ -128,13 +127,13 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = SemaphoreKeys::new(self.namespace(), &name);
         Semaphore {
             inner: Arc::new(SemaphoreInner {
                 client: self.clone(),
-                total_key: Arc::from(prefix_name("latchkey_semaphore_total", &key)),
-                channel: Arc::from(prefix_name("redisson_sc", &key)),
-                key: Arc::from(key),
+                total_key: keys.total,
+                channel: keys.channel,
+                key: keys.count,
                 name,
             }),
         }

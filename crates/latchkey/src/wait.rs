@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::pubsub::{Hub, WakePolicy};
 use crate::stall::pause_before_retry;
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// The longest a waiter parks between attempts when nothing wakes it. Messages normally wake it
 /// long before; this bounds the stall when one is lost or a hand-off went to a client that died.

@@ -18,12 +18,13 @@ use super::{
     check_delay, check_visibility, encode, Core, ItemId, Offer, When, DEFAULT_VISIBILITY_TIMEOUT,
     QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
 };
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
+use crate::keys::check_name;
 use crate::pubsub::WakePolicy;
+use crate::task::Task;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
-use crate::watchdog::Task;
 
 /// The longest a waiting consumer sleeps between two attempts. A message on the ready channel
 /// normally wakes it long before; this bounds the wait when a message is lost.

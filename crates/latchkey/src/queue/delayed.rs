@@ -14,9 +14,10 @@ use super::{
     check_delay, check_due, delay_from_secs_f64, encode, Core, ItemId, Offer, When, DELAY_PENDING,
     DELAY_REMOVE,
 };
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
+use crate::keys::check_name;
 use crate::wait::unexpected;
 
 /// A durable delayed queue: each item is kept in Redis until its delay has passed, then moves

@@ -29,8 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::check_name;
+pub(crate) use crate::keys::QueueKeys as Keys;
+use crate::watchdog::MAX_LEASE;
 
 pub use blocking::{BlockingQueue, Delivery};
 pub use delayed::{DelayedQueue, PendingItem};
@@ -112,36 +115,6 @@ static SEQUENCE: LazyLock<AtomicU64> = LazyLock::new(|| {
     AtomicU64::new(micros)
 });
 
-/// The keys and channels of one queue.
-#[derive(Debug)]
-pub(crate) struct Keys {
-    pub(crate) delayed: Arc<str>,
-    pub(crate) ready: Arc<str>,
-    pub(crate) items: Arc<str>,
-    pub(crate) unacked: Arc<str>,
-    pub(crate) attempts: Arc<str>,
-    pub(crate) dead: Arc<str>,
-    pub(crate) delay_channel: Arc<str>,
-    pub(crate) ready_channel: Arc<str>,
-}
-
-impl Keys {
-    fn new(name: &str) -> Keys {
-        // `<prefix>:{name}`, or `<prefix>:name` when the name has its own hash tag.
-        let key = |prefix: &str| Arc::from(crate::keys::prefix_name(prefix, name));
-        Keys {
-            delayed: key("latchkey_delay_queue_timeout"),
-            ready: key("latchkey_queue"),
-            items: key("latchkey_queue_items"),
-            unacked: key("latchkey_queue_unacked"),
-            attempts: key("latchkey_queue_attempts"),
-            dead: key("latchkey_queue_dead"),
-            delay_channel: key("latchkey_delay_queue_channel"),
-            ready_channel: key("latchkey_queue_channel"),
-        }
-    }
-}
-
 /// What every handle of one queue shares: the client, the name, the keys, the agent link.
 pub(crate) struct Core {
     pub(crate) client: Client,
@@ -180,7 +153,7 @@ impl Core {
     pub(crate) fn new(client: Client, name: String) -> Arc<Core> {
         let id_tag: String = client.id().chars().filter(|c| *c != '-').take(16).collect();
         let core = Arc::new(Core {
-            keys: Keys::new(&client.object_name(&name)),
+            keys: Keys::new(client.namespace(), &name),
             client,
             name,
             id_tag,
@@ -347,12 +320,12 @@ pub(crate) fn check_due(when: SystemTime) -> Result<u64> {
 
 /// Checks a visibility timeout and returns it in milliseconds.
 pub(crate) fn check_visibility(timeout: Duration) -> Result<u64> {
-    if timeout < Duration::from_millis(1) || timeout > crate::client::MAX_LEASE {
+    if timeout < Duration::from_millis(1) || timeout > MAX_LEASE {
         return Err(Error::invalid(
             "visibility timeout",
             format!(
                 "{timeout:?} is out of range; use at least 1 ms and at most {:?}",
-                crate::client::MAX_LEASE
+                MAX_LEASE
             ),
         ));
     }

@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, lock_methods, Holds};
-use crate::keys::{prefix_name, suffix_name};
+use crate::keys::{check_name, RwLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::task::detached;
+use crate::task::{detached, Task};
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, Renewal, Task};
+use crate::watchdog::{HoldKey, Lease, Renewal};
 
 pub use read_guard::ReadGuard;
 pub use write_guard::WriteGuard;
@@ -174,8 +174,8 @@ struct RwAttempt {
 impl RwLock {
     fn new(client: Client, name: String) -> RwLock {
         let owner = client.next_owner();
-        let object = client.object_name(&name);
-        let key: Arc<str> = Arc::from(object.as_str());
+        let keys = RwLockKeys::new(client.namespace(), &name);
+        let key = keys.hash.clone();
         RwLock {
             inner: Arc::new(RwInner {
                 read_hold: HoldKey {
@@ -188,16 +188,11 @@ impl RwLock {
                     key,
                     field: Arc::from(format!("{owner}:write")),
                 },
-                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &object)),
-                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &object)),
-                channel: Arc::from(prefix_name("redisson_rwlock", &object)),
-                read_prefix: Arc::from(suffix_name(&object, &format!("{owner}:rwlock_timeout"))),
-                // Readers' lease keys are `<lease_prefix>:<owner>:rwlock_timeout:<i>`.
-                lease_prefix: Arc::from(if object.contains('{') {
-                    object.clone()
-                } else {
-                    format!("{{{object}}}")
-                }),
+                read_prefix: keys.read_prefix(&owner),
+                token_key: keys.token,
+                writers_key: keys.writers,
+                channel: keys.channel,
+                lease_prefix: keys.lease_prefix,
                 pending: AtomicUsize::new(0),
                 read_guards: AtomicUsize::new(0),
                 client,
