@@ -4,18 +4,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error, FairLock, LockOptions};
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey::{Error, FairLock, LockOptions};
+use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, eventually, numsub};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -37,16 +30,6 @@ async fn queue_becomes(server: &RedisServer, name: &str, expected: &[&str]) -> b
         async move { queue(&mut conn, name).await == expected }
     })
     .await
-}
-
-async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
-    let v: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(conn)
-        .await
-        .unwrap();
-    v.1
 }
 
 async fn server_ms(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
