@@ -635,46 +635,6 @@ fn handles_and_guards_are_send_and_sync() {
     check::<latchkey::FairLockGuard>();
 }
 
-/// A rough measurement, not a check: `cargo test --release --test fair_lock -- --ignored
-/// --nocapture`. Prints critical sections per second and wait percentiles for 8 contenders.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run by hand"]
-async fn throughput_of_8_contenders() {
-    let server = RedisServer::spawn();
-    let run_for = Duration::from_secs(3);
-    let mut tasks = Vec::new();
-    let started = Instant::now();
-    for i in 0..8 {
-        let c = client(&server).await;
-        tasks.push(tokio::spawn(async move {
-            let lock = c.fair_lock("bench");
-            let mut waits = Vec::new();
-            while started.elapsed() < run_for {
-                let asked = Instant::now();
-                let guard = lock.lock().await.unwrap();
-                waits.push(asked.elapsed());
-                guard.unlock().await.unwrap();
-            }
-            let _ = i;
-            waits
-        }));
-    }
-    let mut waits = Vec::new();
-    for t in tasks {
-        waits.extend(t.await.unwrap());
-    }
-    let elapsed = started.elapsed();
-    waits.sort();
-    let pct = |p: f64| waits[((waits.len() - 1) as f64 * p) as usize];
-    println!(
-        "{} critical sections in {elapsed:?}: {:.0}/s; wait p50 {:?}, p99 {:?}",
-        waits.len(),
-        waits.len() as f64 / elapsed.as_secs_f64(),
-        pct(0.5),
-        pct(0.99)
-    );
-}
-
 // ---------------------------------------------------------------------------------------------
 // Mixed queues: latchkey and Redisson (Java) waiters on one fair lock.
 // ---------------------------------------------------------------------------------------------
