@@ -1,7 +1,6 @@
 //! The fair lock, compatible with Redisson's `RFairLock`: waiters get the lock in the order they
 //! asked for it, across every client. See [`FairLock`] for the design.
 
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
-use crate::keys::{check_name, FairLockKeys};
+use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore, Holds};
+use crate::keys::{check_name, named_debug, FairLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
@@ -139,15 +138,7 @@ struct FairInner {
     queued: Arc<AtomicUsize>,
 }
 
-impl fmt::Debug for FairLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FairLock")
-            .field("name", &self.inner.name)
-            .field("owner", &self.inner.hold.field)
-            .field("waiter_timeout", &self.inner.waiter_timeout)
-            .finish()
-    }
-}
+named_debug!(FairLock, "owner" => hold.field, "waiter_timeout" => waiter_timeout);
 
 impl Client {
     /// A fair lock named `name`, with a new owner id (`<client id>:<n>`) and the
@@ -177,6 +168,8 @@ struct FairAttempt {
     attempt: Attempt<FairLockGuard>,
     entry: Option<QueueEntry>,
 }
+
+lock_reads!(FairLock);
 
 lock_methods! {
     FairLock -> FairLockGuard;
@@ -503,102 +496,6 @@ impl FairLock {
         ]
     }
 
-    /// Whether anybody holds the lock (one `EXISTS`).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// if lock.is_locked().await? {
-    ///     println!("somebody holds {}", lock.name());
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn is_locked(&self) -> Result<bool> {
-        check_name(&self.inner.name)?;
-        let n: i64 = self
-            .query(
-                redis::cmd("EXISTS").arg(&*self.inner.hold.key),
-                "checking a lock",
-            )
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// How many holds this handle (and its clones) has on the lock; 0 if it holds none.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// let outer = lock.lock().await?;
-    /// let inner = lock.lock().await?; // re-entered
-    /// assert_eq!(lock.hold_count().await?, 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn hold_count(&self) -> Result<u64> {
-        check_name(&self.inner.name)?;
-        let n: Option<u64> = self
-            .query(
-                redis::cmd("HGET")
-                    .arg(&*self.inner.hold.key)
-                    .arg(&*self.inner.hold.field),
-                "reading a hold count",
-            )
-            .await?;
-        Ok(n.unwrap_or(0))
-    }
-
-    /// The time until the lock expires, whoever holds it; `None` if nobody holds it (or it has
-    /// no expiry).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// if let Some(left) = lock.remaining_lease().await? {
-    ///     println!("expires in {left:?}");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
-        check_name(&self.inner.name)?;
-        let ms: i64 = self
-            .query(
-                redis::cmd("PTTL").arg(&*self.inner.hold.key),
-                "reading a lease",
-            )
-            .await?;
-        Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
-    }
-
     /// The owner ids waiting in the queue, first in line first (entries that went stale and
     /// were not purged yet included).
     ///
@@ -620,15 +517,12 @@ impl FairLock {
     /// # }
     /// ```
     pub async fn queue(&self) -> Result<Vec<String>> {
-        check_name(&self.inner.name)?;
-        self.query(
-            redis::cmd("LRANGE")
-                .arg(&*self.inner.queue_key)
-                .arg(0)
-                .arg(-1),
-            "reading a fair lock's queue",
-        )
-        .await
+        let cmd = redis::cmd("LRANGE")
+            .arg(&*self.inner.queue_key)
+            .arg(0)
+            .arg(-1)
+            .clone();
+        self.read(&cmd, "reading a fair lock's queue").await
     }
 
     /// Deletes the lock whoever holds it and wakes the first waiter. Returns whether there was
@@ -666,19 +560,6 @@ impl FairLock {
             .script(&invocation, "force-unlocking", &self.inner.name)
             .await?;
         Ok(deleted == 1)
-    }
-
-    async fn query<T: redis::FromRedisValue>(
-        &self,
-        cmd: &redis::Cmd,
-        context: &'static str,
-    ) -> Result<T> {
-        self.inner
-            .client
-            .inner
-            .conn
-            .query(cmd, context, &self.inner.name)
-            .await
     }
 }
 
@@ -735,23 +616,8 @@ impl FairLockGuard {
     }
 }
 
-impl Holds for FairLock {
-    fn client(&self) -> &Client {
-        &self.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn hold(&self) -> &HoldKey {
-        &self.inner.hold
-    }
-
-    fn release_task(&self, lease_ms: u64) -> Task {
-        FairLock::release_task(self, lease_ms)
-    }
-}
+holds!(FairLock, [inner], hold, |lock: &FairLock, lease_ms| lock
+    .release_task(lease_ms));
 
 fn check_thread_wait_time(wait: Duration) -> Result<()> {
     if wait < MIN_WAITER_TIMEOUT || wait > MAX_LEASE {

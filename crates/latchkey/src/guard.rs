@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::check_name;
 use crate::replica::AcquireCall;
 use crate::task::Task;
 use crate::wait::Attempt;
@@ -98,7 +99,77 @@ pub(crate) trait Holds: Send + Sync + 'static {
     fn resend_task(&self, _token: u64) -> Option<Task> {
         None
     }
+
+    /// One read-only command on the lock, within the command timeout (the name checked first).
+    async fn read<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        context: &'static str,
+    ) -> Result<T> {
+        check_name(self.name())?;
+        self.client()
+            .inner
+            .conn
+            .query(cmd, context, self.name())
+            .await
+    }
+
+    /// Whether anybody holds the lock (one `EXISTS`).
+    async fn exists(&self) -> Result<bool> {
+        let cmd = redis::cmd("EXISTS").arg(&*self.hold().key).clone();
+        Ok(self.read::<i64>(&cmd, "checking a lock").await? == 1)
+    }
+
+    /// How many holds this owner has (one `HGET` of its field).
+    async fn holds(&self) -> Result<u64> {
+        let cmd = redis::cmd("HGET")
+            .arg(&*self.hold().key)
+            .arg(&*self.hold().field)
+            .clone();
+        Ok(self
+            .read::<Option<u64>>(&cmd, "reading a hold count")
+            .await?
+            .unwrap_or(0))
+    }
+
+    /// The lock's remaining lease, whoever holds it (one `PTTL`); `None` without one.
+    async fn pttl(&self) -> Result<Option<Duration>> {
+        let cmd = redis::cmd("PTTL").arg(&*self.hold().key).clone();
+        let ms: i64 = self.read(&cmd, "reading a lease").await?;
+        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+    }
 }
+
+/// Implements [`Holds`] for a lock handle: `holds!(Type, [path to its inner], hold field,
+/// |handle, lease_ms| release task)`, with an optional `resend = |handle, token| task`.
+macro_rules! holds {
+    ($handle:ty, [$($inner:ident).+], $hold:ident, $release:expr $(, resend = $resend:expr)?) => {
+        impl crate::guard::Holds for $handle {
+            fn client(&self) -> &crate::client::Client {
+                &self.$($inner).+.client
+            }
+
+            fn name(&self) -> &str {
+                &self.$($inner).+.name
+            }
+
+            fn hold(&self) -> &crate::watchdog::HoldKey {
+                &self.$($inner).+.$hold
+            }
+
+            fn release_task(&self, lease_ms: u64) -> crate::task::Task {
+                ($release)(self, lease_ms)
+            }
+
+            $(
+                fn resend_task(&self, token: u64) -> Option<crate::task::Task> {
+                    Some(($resend)(self, token))
+                }
+            )?
+        }
+    };
+}
+pub(crate) use holds;
 
 /// The lease in milliseconds: the watchdog timeout for a watchdog lease.
 pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
@@ -517,3 +588,86 @@ macro_rules! lock_methods {
     };
 }
 pub(crate) use lock_methods;
+
+/// `is_locked`, `hold_count` and `remaining_lease` of a reentrant lock handle, one command each.
+macro_rules! lock_reads {
+    ($handle:ident) => {
+        impl $handle {
+            /// Whether anybody holds the lock (one `EXISTS`).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: a read.
+            ///
+            /// # Errors
+            ///
+            /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+            /// a bad name.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// if lock.is_locked().await? {
+            ///     println!("somebody holds {}", lock.name());
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn is_locked(&self) -> crate::Result<bool> {
+                crate::guard::Holds::exists(self).await
+            }
+
+            /// How many holds this handle (and its clones) has on the lock; 0 if it holds none.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: a read.
+            ///
+            /// # Errors
+            ///
+            /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not
+            /// a hash.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// let outer = lock.lock().await?;
+            /// let inner = lock.lock().await?; // re-entered
+            /// assert_eq!(lock.hold_count().await?, 2);
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn hold_count(&self) -> crate::Result<u64> {
+                crate::guard::Holds::holds(self).await
+            }
+
+            /// The time until the lock expires, whoever holds it; `None` if nobody holds it (or
+            /// it has no expiry).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: a read.
+            ///
+            /// # Errors
+            ///
+            /// Connection errors.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            /// if let Some(left) = lock.remaining_lease().await? {
+            ///     println!("expires in {left:?}");
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub async fn remaining_lease(&self) -> crate::Result<Option<std::time::Duration>> {
+                crate::guard::Holds::pttl(self).await
+            }
+        }
+    };
+}
+pub(crate) use lock_reads;

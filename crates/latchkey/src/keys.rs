@@ -336,6 +336,21 @@ impl QueueKeys {
     }
 }
 
+/// `Debug` for a handle: its type and name (`self.inner.name`), and the listed fields.
+macro_rules! named_debug {
+    ($handle:ident $(, $field:literal => $($path:ident).+)*) => {
+        impl std::fmt::Debug for $handle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($handle))
+                    .field("name", &self.inner.name)
+                    $(.field($field, &self.inner.$($path).+))*
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use named_debug;
+
 #[cfg(test)]
 mod tests {
     use super::*;

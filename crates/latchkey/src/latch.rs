@@ -1,6 +1,5 @@
 //! The count-down latch, compatible with Redisson's `RCountDownLatch`.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{check_name, LatchKeys};
+use crate::keys::{check_name, named_debug, LatchKeys};
 use crate::pubsub::WakePolicy;
 use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
 
@@ -62,13 +61,7 @@ struct LatchInner {
     channel: String,
 }
 
-impl fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.inner.name)
-            .finish()
-    }
-}
+named_debug!(CountDownLatch);
 
 impl Client {
     /// A count-down latch named `name`, in Redisson's `RCountDownLatch` layout.

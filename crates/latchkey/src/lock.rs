@@ -1,6 +1,5 @@
 //! The reentrant lock, compatible with Redisson's `RLock`.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,8 +7,8 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
-use crate::keys::{check_name, LockKeys};
+use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore};
+use crate::keys::{check_name, named_debug, LockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
@@ -171,14 +170,7 @@ struct LockInner {
     hand_off_key: Arc<str>,
 }
 
-impl fmt::Debug for Lock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lock")
-            .field("name", &self.inner.name)
-            .field("owner", &self.inner.hold.field)
-            .finish()
-    }
-}
+named_debug!(Lock, "owner" => hold.field);
 
 /// What a granted attempt does to the caller's client's place in the lock's wait queue.
 #[derive(Clone, Copy)]
@@ -190,6 +182,8 @@ enum Queue {
     /// The client is not in the queue.
     NotRegistered,
 }
+
+lock_reads!(Lock);
 
 lock_methods! {
     Lock -> LockGuard;
@@ -314,13 +308,7 @@ impl Lock {
         let inner = &self.inner;
         Task::new(
             &scripts::LOCK_LEAVE,
-            vec![
-                inner.hold.key.clone(),
-                inner.channel.clone(),
-                inner.queue_key.clone(),
-                inner.alive_key.clone(),
-                inner.hand_off_key.clone(),
-            ],
+            self.queue_keys(),
             vec![
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
@@ -329,6 +317,21 @@ impl Lock {
             ],
             "leaving a lock's wait queue",
         )
+    }
+
+    /// KEYS of the release and leave scripts: the lock and its wait queue.
+    fn queue_keys(&self) -> Vec<Arc<str>> {
+        let inner = &self.inner;
+        [
+            &inner.hold.key,
+            &inner.channel,
+            &inner.queue_key,
+            &inner.alive_key,
+            &inner.hand_off_key,
+        ]
+        .into_iter()
+        .cloned()
+        .collect()
     }
 
     /// The guarded release of this handle's last hold, granted with `token`, sent again to a new
@@ -357,13 +360,7 @@ impl Lock {
         let inner = &self.inner;
         Task::new(
             &scripts::LOCK_RELEASE,
-            vec![
-                inner.hold.key.clone(),
-                inner.channel.clone(),
-                inner.queue_key.clone(),
-                inner.alive_key.clone(),
-                inner.hand_off_key.clone(),
-            ],
+            self.queue_keys(),
             vec![
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
@@ -445,117 +442,6 @@ impl Lock {
             },
         )
         .await
-    }
-
-    /// Whether anybody holds the lock (one `EXISTS`).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// if lock.is_locked().await? {
-    ///     println!("somebody holds {}", lock.name());
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn is_locked(&self) -> Result<bool> {
-        check_name(&self.inner.name)?;
-        let n: i64 = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(
-                redis::cmd("EXISTS").arg(&*self.inner.hold.key),
-                "checking a lock",
-                &self.inner.name,
-            )
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// How many holds this handle (and its clones) has on the lock; 0 if it holds none.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let outer = lock.lock().await?;
-    /// let inner = lock.lock().await?; // re-entered
-    /// assert_eq!(lock.hold_count().await?, 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn hold_count(&self) -> Result<u64> {
-        check_name(&self.inner.name)?;
-        let n: Option<u64> = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(
-                redis::cmd("HGET")
-                    .arg(&*self.inner.hold.key)
-                    .arg(&*self.inner.hold.field),
-                "reading a hold count",
-                &self.inner.name,
-            )
-            .await?;
-        Ok(n.unwrap_or(0))
-    }
-
-    /// The time until the lock expires, whoever holds it; `None` if nobody holds it (or it has
-    /// no expiry).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a read.
-    ///
-    /// # Errors
-    ///
-    /// Connection errors.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// if let Some(left) = lock.remaining_lease().await? {
-    ///     println!("expires in {left:?}");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
-        check_name(&self.inner.name)?;
-        let ms: i64 = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(
-                redis::cmd("PTTL").arg(&*self.inner.hold.key),
-                "reading a lease",
-                &self.inner.name,
-            )
-            .await?;
-        Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
     }
 
     /// A snapshot of the lock's state: holders and their hold counts, remaining lease, the last
@@ -663,24 +549,10 @@ impl LockGuard {
     }
 }
 
-impl Holds for Lock {
-    fn client(&self) -> &Client {
-        &self.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn hold(&self) -> &HoldKey {
-        &self.inner.hold
-    }
-
-    fn release_task(&self, lease_ms: u64) -> Task {
-        Lock::release_task(self, lease_ms)
-    }
-
-    fn resend_task(&self, token: u64) -> Option<Task> {
-        Some(Lock::resend_task(self, token))
-    }
-}
+holds!(
+    Lock,
+    [inner],
+    hold,
+    |lock: &Lock, lease_ms| lock.release_task(lease_ms),
+    resend = |lock: &Lock, token| lock.resend_task(token)
+);

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::lease_ms;
-use crate::keys::{check_name, PermitSemaphoreKeys};
+use crate::keys::{check_name, named_debug, PermitSemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
@@ -171,13 +171,7 @@ struct PermitSemaphoreInner {
     channel: Arc<str>,
 }
 
-impl fmt::Debug for PermitSemaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermitSemaphore")
-            .field("name", &self.inner.name)
-            .finish()
-    }
-}
+named_debug!(PermitSemaphore);
 
 impl Client {
     /// A permit-expirable semaphore named `name`, in Redisson's `RPermitExpirableSemaphore`

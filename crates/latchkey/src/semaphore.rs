@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{check_name, SemaphoreKeys};
+use crate::keys::{check_name, named_debug, SemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::task::{detached, Task};
@@ -102,13 +102,7 @@ struct SemaphoreInner {
     channel: Arc<str>,
 }
 
-impl fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.inner.name)
-            .finish()
-    }
-}
+named_debug!(Semaphore);
 
 impl Client {
     /// A counting semaphore named `name`, in Redisson's `RSemaphore` layout.

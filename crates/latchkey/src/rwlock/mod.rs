@@ -4,7 +4,6 @@
 mod read_guard;
 mod write_guard;
 
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +12,8 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, lock_methods, Holds};
-use crate::keys::{check_name, RwLockKeys};
+use crate::guard::{attempt_hold, holds, lock_methods, Holds};
+use crate::keys::{check_name, named_debug, RwLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -121,14 +120,7 @@ struct RwInner {
     read_guards: AtomicUsize,
 }
 
-impl fmt::Debug for RwLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RwLock")
-            .field("name", &self.inner.name)
-            .field("owner", &self.inner.read_hold.field)
-            .finish()
-    }
-}
+named_debug!(RwLock, "owner" => read_hold.field);
 
 impl Client {
     /// A read-write lock named `name`, with a new owner id (`<client id>:<n>`).
@@ -254,14 +246,7 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        check_name(&self.inner.name)?;
-        let n: i64 = self
-            .query(
-                redis::cmd("EXISTS").arg(&*self.inner.read_hold.key),
-                "checking a lock",
-            )
-            .await?;
-        Ok(n == 1)
+        self.read().exists().await
     }
 
     /// Deletes the lock whoever holds it (every read and write hold) and wakes every waiter.
@@ -300,32 +285,6 @@ impl RwLock {
             .script(&invocation, "force-unlocking", &inner.name)
             .await?;
         Ok(deleted == 1)
-    }
-
-    async fn query<T: redis::FromRedisValue>(
-        &self,
-        cmd: &redis::Cmd,
-        context: &'static str,
-    ) -> Result<T> {
-        self.inner
-            .client
-            .inner
-            .conn
-            .query(cmd, context, &self.inner.name)
-            .await
-    }
-
-    async fn hold_count(&self, field: &str) -> Result<u64> {
-        check_name(&self.inner.name)?;
-        let n: Option<u64> = self
-            .query(
-                redis::cmd("HGET")
-                    .arg(&*self.inner.read_hold.key)
-                    .arg(field),
-                "reading a hold count",
-            )
-            .await?;
-        Ok(n.unwrap_or(0))
     }
 
     /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
@@ -660,7 +619,7 @@ impl ReadLock {
     /// # }
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
-        self.rw.hold_count(&self.rw.inner.read_hold.field).await
+        self.holds().await
     }
 }
 
@@ -753,7 +712,7 @@ impl WriteLock {
     /// # }
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
-        self.rw.hold_count(&self.rw.inner.write_hold.field).await
+        self.holds().await
     }
 
     /// Whether anybody holds the write lock (the lock's `mode` is `"write"`).
@@ -777,55 +736,27 @@ impl WriteLock {
     /// # }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        check_name(&self.rw.inner.name)?;
-        let mode: Option<String> = self
-            .rw
-            .query(
-                redis::cmd("HGET")
-                    .arg(&*self.rw.inner.write_hold.key)
-                    .arg("mode"),
-                "reading a lock's mode",
-            )
-            .await?;
+        let cmd = redis::cmd("HGET")
+            .arg(&*self.rw.inner.write_hold.key)
+            .arg("mode")
+            .clone();
+        let mode: Option<String> = self.read(&cmd, "reading a lock's mode").await?;
         Ok(mode.as_deref() == Some("write"))
     }
 }
 
-impl Holds for ReadLock {
-    fn client(&self) -> &Client {
-        &self.rw.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.rw.inner.name
-    }
-
-    fn hold(&self) -> &HoldKey {
-        &self.rw.inner.read_hold
-    }
-
-    fn release_task(&self, lease_ms: u64) -> Task {
-        self.rw.read_release_task(lease_ms)
-    }
-}
-
-impl Holds for WriteLock {
-    fn client(&self) -> &Client {
-        &self.rw.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.rw.inner.name
-    }
-
-    fn hold(&self) -> &HoldKey {
-        &self.rw.inner.write_hold
-    }
-
-    fn release_task(&self, lease_ms: u64) -> Task {
-        self.rw.write_release_task(lease_ms)
-    }
-}
+holds!(
+    ReadLock,
+    [rw.inner],
+    read_hold,
+    |read: &ReadLock, lease_ms| read.rw.read_release_task(lease_ms)
+);
+holds!(
+    WriteLock,
+    [rw.inner],
+    write_hold,
+    |write: &WriteLock, lease_ms| write.rw.write_release_task(lease_ms)
+);
 
 /// A waiting writer's pending mark, as far as this process knows. Dropping it (rather than
 /// [`PendingMark::disarm`]ing it after a grant) clears the owner's mark in Redis through the
