@@ -357,12 +357,12 @@ impl FairLock {
         // cancellation), it leaves the queue.
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
         let waiting = Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::Lock,
-            on_leave: None,
             max_park: self.park_cap(),
-            pass_on_unused_wake: false,
+            ..Waiting::new(
+                &self.inner.client.inner.hub,
+                &self.inner.channel,
+                WakePolicy::Lock,
+            )
         };
         let granted = waiting
             .run(deadline, |turn| {

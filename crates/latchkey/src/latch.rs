@@ -9,7 +9,8 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, LatchKeys};
 use crate::pubsub::WakePolicy;
-use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
+use crate::task::Task;
+use crate::wait::{deadline_after, Attempt, Waiting};
 
 use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};
 
@@ -141,19 +142,12 @@ impl CountDownLatch {
         if count == 0 {
             return Ok(self.count().await? == 0);
         }
-        let inner = &self.inner;
-        let mut invocation = LATCH_SET_COUNT.prepare_invoke();
-        invocation
-            .key(&inner.key)
-            .key(&inner.channel)
-            .arg(count)
-            .arg(NEW_COUNT_MESSAGE)
-            .arg(inner.client.inner.conn.publish_command());
-        let set: i64 = inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "setting a latch count", &inner.name)
+        let set: i64 = self
+            .script(
+                &LATCH_SET_COUNT,
+                &[&count.to_string(), NEW_COUNT_MESSAGE],
+                "setting a latch count",
+            )
             .await?;
         Ok(set == 1)
     }
@@ -181,18 +175,12 @@ impl CountDownLatch {
     /// ```
     pub async fn count_down(&self) -> Result<u64> {
         check_name(&self.inner.name)?;
-        let inner = &self.inner;
-        let mut invocation = LATCH_COUNT_DOWN.prepare_invoke();
-        invocation
-            .key(&inner.key)
-            .key(&inner.channel)
-            .arg(ZERO_COUNT_MESSAGE)
-            .arg(inner.client.inner.conn.publish_command());
-        let left: i64 = inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "counting a latch down", &inner.name)
+        let left: i64 = self
+            .script(
+                &LATCH_COUNT_DOWN,
+                &[ZERO_COUNT_MESSAGE],
+                "counting a latch down",
+            )
             .await?;
         Ok(left.max(0) as u64)
     }
@@ -291,15 +279,36 @@ impl CountDownLatch {
         self.wait_until(Some(deadline)).await
     }
 
+    /// Runs one of the latch's scripts: KEYS are the count and the channel, ARGV `args` and the
+    /// publish command.
+    async fn script<T: redis::FromRedisValue>(
+        &self,
+        script: &'static redis::Script,
+        args: &[&str],
+        context: &'static str,
+    ) -> Result<T> {
+        let inner = &self.inner;
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        args.push(inner.client.inner.conn.publish_command().to_owned());
+        Task::new(
+            script,
+            vec![
+                Arc::from(inner.key.as_str()),
+                Arc::from(inner.channel.as_str()),
+            ],
+            args,
+            context,
+        )
+        .run(&inner.client.inner.conn, &inner.name)
+        .await
+    }
+
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
-        let opened = Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::All,
-            on_leave: None,
-            max_park: MAX_PARK,
-            pass_on_unused_wake: false,
-        }
+        let opened = Waiting::new(
+            &self.inner.client.inner.hub,
+            &self.inner.channel,
+            WakePolicy::All,
+        )
         .run(deadline, |_| async {
             Ok(match self.count().await {
                 Ok(0) => Attempt::Granted(()),

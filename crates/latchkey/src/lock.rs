@@ -13,7 +13,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
-use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
@@ -280,12 +280,12 @@ impl Lock {
         check_name(&self.inner.name)?;
         let leave = || self.leave_task();
         let waiting = Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::Lock,
             on_leave: Some(&leave),
-            max_park: MAX_PARK,
-            pass_on_unused_wake: false,
+            ..Waiting::new(
+                &self.inner.client.inner.hub,
+                &self.inner.channel,
+                WakePolicy::Lock,
+            )
         };
         waiting
             .run(deadline, |turn| {

@@ -17,7 +17,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::{detached, Task};
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
 use crate::scripts::{
@@ -625,14 +625,11 @@ impl PermitSemaphore {
     ) -> Result<Option<LeasedPermits>> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::Count,
-            on_leave: None,
-            max_park: MAX_PARK,
-            pass_on_unused_wake: false,
-        }
+        Waiting::new(
+            &self.inner.client.inner.hub,
+            &self.inner.channel,
+            WakePolicy::Count,
+        )
         .run(deadline, |_| self.attempt(n, lease))
         .await
     }

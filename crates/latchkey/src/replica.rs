@@ -368,85 +368,75 @@ impl Replicas {
         acked: i64,
         ran_on: &Option<Arc<str>>,
     ) -> Result<Decision> {
-        let decision = self
-            .grant_decision_on(conn, slot, replicas, acked, ran_on)
-            .await?;
+        let decision = async {
+            if acked >= i64::from(replicas) {
+                if acked > 0 {
+                    self.replicas_seen_on(conn, slot, ran_on.clone());
+                }
+                return Ok(Decision::Keep);
+            }
+            if self.required {
+                return Ok(Decision::Undo);
+            }
+            if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
+                return Ok(Decision::Abandon);
+            }
+            if connected_replicas(conn, slot).await? > 0 {
+                self.replicas_seen_on(conn, slot, ran_on.clone());
+                return Ok(Decision::Undo);
+            }
+            if let Some(primary) = ran_on.clone() {
+                let verdict = match conn.sentinels() {
+                    Some(sentinels) => sentinels.verdict(&primary).await,
+                    None => Verdict::Unknown,
+                };
+                if verdict != Verdict::Confirmed {
+                    return Ok(Decision::UndoAndMove(primary));
+                }
+            }
+            let lost_for = {
+                let key = self.loss_key(conn, slot);
+                let mut lost = lock_ignoring_poison(&self.lost);
+                let primary = ran_on.clone();
+                match lost.iter().find(|l| l.key == key) {
+                    // A different primary than the one that had replicas: a fresh promotion.
+                    Some(l) if l.primary != primary => None,
+                    Some(l) => Some(l.since.elapsed()),
+                    None if self.first_sight(&primary) => None,
+                    None => {
+                        lost.push(LostReplicas {
+                            key,
+                            primary,
+                            since: Instant::now(),
+                        });
+                        Some(Duration::ZERO)
+                    }
+                }
+            };
+            match lost_for {
+                Some(lost_for) if lost_for < self.loss_grace => Ok(Decision::Undo),
+                Some(lost_for) => {
+                    tracing::warn!(
+                        slot,
+                        lost_for = ?lost_for,
+                        "latchkey: the primary lost every replica and still is the primary; \
+                         acquires on it no longer wait for replicas"
+                    );
+                    self.replicas_gone(conn, slot).await;
+                    Ok(Decision::Keep)
+                }
+                None => {
+                    self.replicas_gone(conn, slot).await;
+                    Ok(Decision::Keep)
+                }
+            }
+        }
+        .await?;
         // Checked last: the connection may move while the decision is being made.
         if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
             return Ok(Decision::Abandon);
         }
         Ok(decision)
-    }
-
-    async fn grant_decision_on(
-        &self,
-        conn: &Conn,
-        slot: u16,
-        replicas: u32,
-        acked: i64,
-        ran_on: &Option<Arc<str>>,
-    ) -> Result<Decision> {
-        if acked >= i64::from(replicas) {
-            if acked > 0 {
-                self.replicas_seen_on(conn, slot, ran_on.clone());
-            }
-            return Ok(Decision::Keep);
-        }
-        if self.required {
-            return Ok(Decision::Undo);
-        }
-        if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
-            return Ok(Decision::Abandon);
-        }
-        if connected_replicas(conn, slot).await? > 0 {
-            self.replicas_seen_on(conn, slot, ran_on.clone());
-            return Ok(Decision::Undo);
-        }
-        if let Some(primary) = ran_on.clone() {
-            let verdict = match conn.sentinels() {
-                Some(sentinels) => sentinels.verdict(&primary).await,
-                None => Verdict::Unknown,
-            };
-            if verdict != Verdict::Confirmed {
-                return Ok(Decision::UndoAndMove(primary));
-            }
-        }
-        let lost_for = {
-            let key = self.loss_key(conn, slot);
-            let mut lost = lock_ignoring_poison(&self.lost);
-            let primary = ran_on.clone();
-            match lost.iter().find(|l| l.key == key) {
-                // A different primary than the one that had replicas: a fresh promotion.
-                Some(l) if l.primary != primary => None,
-                Some(l) => Some(l.since.elapsed()),
-                None if self.first_sight(&primary) => None,
-                None => {
-                    lost.push(LostReplicas {
-                        key,
-                        primary,
-                        since: Instant::now(),
-                    });
-                    Some(Duration::ZERO)
-                }
-            }
-        };
-        match lost_for {
-            Some(lost_for) if lost_for < self.loss_grace => Ok(Decision::Undo),
-            Some(lost_for) => {
-                tracing::warn!(
-                    slot,
-                    lost_for = ?lost_for,
-                    "latchkey: the primary lost every replica and still is the primary; \
-                     acquires on it no longer wait for replicas"
-                );
-                self.replicas_gone(conn, slot).await;
-                Ok(Decision::Keep)
-            }
-            None => {
-                self.replicas_gone(conn, slot).await;
-                Ok(Decision::Keep)
-            }
-        }
     }
 
     /// The slot a replica loss is recorded under: the slot itself on a cluster, 0 elsewhere.

@@ -12,7 +12,7 @@ use crate::keys::{check_name, named_debug, SemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::task::{detached, Task};
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
@@ -466,14 +466,11 @@ impl Semaphore {
     async fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Result<Option<Permits>> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::Count,
-            on_leave: None,
-            max_park: MAX_PARK,
-            pass_on_unused_wake: false,
-        }
+        Waiting::new(
+            &self.inner.client.inner.hub,
+            &self.inner.channel,
+            WakePolicy::Count,
+        )
         .run(deadline, |_| self.attempt(n))
         .await
     }

@@ -79,7 +79,20 @@ pub(crate) struct Waiting<'a> {
     pub(crate) pass_on_unused_wake: bool,
 }
 
-impl Waiting<'_> {
+impl<'a> Waiting<'a> {
+    /// Waiting on `channel` of `hub` with `policy`: parks of at most [`MAX_PARK`], nothing to
+    /// clean up on leaving, wake-ups consumed by a grant.
+    pub(crate) fn new(hub: &'a Hub, channel: &'a str, policy: WakePolicy) -> Waiting<'a> {
+        Waiting {
+            hub,
+            channel,
+            policy,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
+        }
+    }
+
     /// Runs attempts until one is granted (`Ok(Some(_))`) or `deadline` has passed (`Ok(None)`;
     /// a deadline already past makes one attempt). Errors other than a repeatable stall end the
     /// wait.

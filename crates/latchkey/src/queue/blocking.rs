@@ -374,12 +374,13 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     {
         self.core.ready_to_use()?;
         Waiting {
-            hub: &self.core.client.inner.hub,
-            channel: &self.core.keys.ready_channel,
-            policy: WakePolicy::Count,
-            on_leave: None,
             max_park: CONSUMER_PARK,
             pass_on_unused_wake: true,
+            ..Waiting::new(
+                &self.core.client.inner.hub,
+                &self.core.keys.ready_channel,
+                WakePolicy::Count,
+            )
         }
         .run(deadline, |_| {
             let found = attempt();

@@ -299,14 +299,11 @@ impl RwLock {
         // A writer's pending mark (dropped without being disarmed — give-up, error,
         // cancellation — it clears the mark), and the pause before an upgrade is tried again.
         let state = std::sync::Mutex::new((None::<PendingMark>, Duration::from_millis(10)));
-        let waiting = Waiting {
-            hub: &self.inner.client.inner.hub,
-            channel: &self.inner.channel,
-            policy: WakePolicy::All,
-            on_leave: None,
-            max_park: MAX_PARK,
-            pass_on_unused_wake: false,
-        };
+        let waiting = Waiting::new(
+            &self.inner.client.inner.hub,
+            &self.inner.channel,
+            WakePolicy::All,
+        );
         let granted = waiting
             .run(deadline, |turn| {
                 let state = &state;
