@@ -2,11 +2,10 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::process::{ExitCode, ExitStatus, Stdio};
 
 use anyhow::{anyhow, Context, Result};
-use latchkey::{FairLockGuard, LockGuard, LockOptions};
+use latchkey::{Guard, LockOptions};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -41,22 +40,36 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
     if let Some(lease) = opt.lease {
         options = options.lease(lease);
     }
-    let acquire = async {
-        if opt.fair {
-            let fair = client.fair_lock(opt.lock.clone());
-            let guard = match opt.wait {
-                Some(wait) => fair.try_lock_with(options.wait(wait)).await?,
-                None => Some(fair.lock_with(options).await?),
-            };
-            Ok::<_, latchkey::Error>(guard.map(Held::Fair))
-        } else {
-            let guard = match opt.wait {
-                Some(wait) => lock.try_lock_with(options.wait(wait)).await?,
-                None => Some(lock.lock_with(options).await?),
-            };
-            Ok::<_, latchkey::Error>(guard.map(Held::Plain))
-        }
-    };
+    // The plain and the fair lock's guards both implement `latchkey::Guard`.
+    if opt.fair {
+        let fair = client.fair_lock(opt.lock.clone());
+        let acquire = async {
+            match opt.wait {
+                Some(wait) => fair.try_lock_with(options.wait(wait)).await,
+                None => fair.lock_with(options).await.map(Some),
+            }
+        };
+        hold(&opt, &target, &lock, &mut signals, acquire).await
+    } else {
+        let acquire = async {
+            match opt.wait {
+                Some(wait) => lock.try_lock_with(options.wait(wait)).await,
+                None => lock.lock_with(options).await.map(Some),
+            }
+        };
+        hold(&opt, &target, &lock, &mut signals, acquire).await
+    }
+}
+
+/// Takes the lock with `acquire` (interrupted by a signal, it exits), then runs the command
+/// under it and releases it.
+async fn hold<G: Guard>(
+    opt: &RunOpt,
+    target: &Target,
+    lock: &latchkey::Lock,
+    signals: &mut Signals,
+    acquire: impl Future<Output = latchkey::Result<Option<G>>>,
+) -> Result<u8> {
     let guard = tokio::select! {
         acquired = acquire => acquired.with_context(|| format!("taking the lock `{}`", opt.lock))?,
         signo = signals.recv() => {
@@ -87,7 +100,7 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
         );
     }
 
-    let mut child = match spawn(&opt, token) {
+    let mut child = match spawn(opt, token) {
         Ok(child) => child,
         Err((code, error)) => {
             let _ = guard.unlock().await;
@@ -95,15 +108,16 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
         }
     };
     let pid = child.id().unwrap_or(0);
-    let mut lost = guard.lost();
+    let lost = guard.lost();
+    tokio::pin!(lost);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status.context("waiting for the command")?,
             signo = signals.recv() => forward(pid, signo),
-            () = &mut lost => return Ok(stop_after_loss(&opt, &mut child, pid).await),
+            () = &mut lost => return Ok(stop_after_loss(opt, &mut child, pid).await),
         }
     };
-    Ok(release(&opt, guard, status).await)
+    Ok(release(opt, guard, status).await)
 }
 
 /// Starts the command with the token in its environment.
@@ -177,7 +191,7 @@ async fn stop_after_loss(opt: &RunOpt, child: &mut Child, pid: u32) -> u8 {
 }
 
 /// The command exited: release the lock and pass its status on.
-async fn release(opt: &RunOpt, guard: Held, status: ExitStatus) -> u8 {
+async fn release(opt: &RunOpt, guard: impl Guard, status: ExitStatus) -> u8 {
     let code = status_code(status);
     match guard.unlock().await {
         Ok(()) => {
@@ -243,35 +257,6 @@ fn describe_holders(status: &latchkey::LockStatus) -> String {
     match status.remaining_lease {
         Some(left) => format!(" (held by {}, {} left)", owners.join(", "), human(left)),
         None => format!(" (held by {}, no expiry)", owners.join(", ")),
-    }
-}
-
-/// The hold of a plain or a fair lock.
-enum Held {
-    Plain(LockGuard),
-    Fair(FairLockGuard),
-}
-
-impl Held {
-    fn fencing_token(&self) -> u64 {
-        match self {
-            Held::Plain(guard) => guard.fencing_token(),
-            Held::Fair(guard) => guard.fencing_token(),
-        }
-    }
-
-    fn lost(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        match self {
-            Held::Plain(guard) => Box::pin(guard.lost()),
-            Held::Fair(guard) => Box::pin(guard.lost()),
-        }
-    }
-
-    async fn unlock(self) -> latchkey::Result<()> {
-        match self {
-            Held::Plain(guard) => guard.unlock().await,
-            Held::Fair(guard) => guard.unlock().await,
-        }
     }
 }
 
