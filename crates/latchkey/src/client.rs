@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::pubsub::{Hub, HubSettings};
 use crate::replica::{AcquireCall, ReplicaSync, Replicas, REPLICA_LOSS_GRACE};
 use crate::sentinel_watch::{self, Follow, Resends};
-use crate::task::{self, Task};
+use crate::task::{self, Agents, Task};
 use crate::watchdog::{self, Registry, MAX_LEASE};
 
 /// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it, and a
@@ -341,6 +341,8 @@ pub(crate) struct Inner {
     pub(crate) hub: Hub,
     pub(crate) registry: Arc<Registry>,
     pub(crate) background: mpsc::UnboundedSender<Task>,
+    /// The queues' transfer agents of this client.
+    pub(crate) agents: Agents,
     handles: AtomicU64,
     shutdown: CancellationToken,
 }
@@ -448,6 +450,7 @@ impl Client {
                 hub,
                 registry,
                 background,
+                agents: Agents::default(),
                 handles: AtomicU64::new(1),
                 shutdown,
             }),

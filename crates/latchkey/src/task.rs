@@ -4,9 +4,11 @@
 //! hold. The client's task queue ([`start`]) runs the [`Task`]s handed to it: the releases of
 //! dropped guards, the clean-up of waiters that gave up, the undoing of grants.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -155,6 +157,53 @@ async fn run_task(conn: Conn, task: Task) {
             None => {
                 tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
             }
+        }
+    }
+}
+
+/// A client's long-running background agents (the queues' transfer agents), one per name: the
+/// state an agent shares with the handles that use it. Each lives as long as its task, which
+/// removes its entry when it stops; the client's shutdown stops them all.
+#[derive(Default)]
+pub(crate) struct Agents(Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>);
+
+impl fmt::Debug for Agents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_set().entries(agents.keys()).finish()
+    }
+}
+
+impl Agents {
+    /// The shared state of the agent called `name`, or the one `start` makes (and whose task it
+    /// starts) if none runs.
+    pub(crate) fn get_or_start<S: Any + Send + Sync>(
+        &self,
+        name: &str,
+        start: impl FnOnce() -> Arc<S>,
+    ) -> Arc<S> {
+        let mut agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = agents
+            .get(name)
+            .and_then(|a| a.clone().downcast::<S>().ok())
+        {
+            return running;
+        }
+        let started = start();
+        agents.insert(name.to_owned(), started.clone());
+        started
+    }
+
+    /// The agent `name` whose shared state is `shared` has stopped.
+    pub(crate) fn stopped<S: Any + Send + Sync>(&self, name: &str, shared: &Arc<S>) {
+        let mut agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ours = agents.get(name).is_some_and(|a| {
+            a.clone()
+                .downcast::<S>()
+                .is_ok_and(|a| Arc::ptr_eq(&a, shared))
+        });
+        if ours {
+            agents.remove(name);
         }
     }
 }

@@ -1,8 +1,7 @@
 //! The transfer agent: one task per client and queue name that moves due items (and deliveries
 //! whose visibility timeout ran out) to the ready list. See the `queue` module docs.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -42,12 +41,6 @@ impl Shared {
     }
 }
 
-/// The agents that run, by client id and queue name.
-type Agents = HashMap<(String, String), Arc<Shared>>;
-
-/// The running agents. An agent removes itself when it stops.
-static AGENTS: LazyLock<Mutex<Agents>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is a single read or write: poisoning cannot leave it torn.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
@@ -56,30 +49,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Returns the link to `client`'s agent for queue `name`, starting the agent if none runs.
 /// Must be called within a tokio runtime.
 pub(crate) fn ensure(client: &Client, name: &str, keys: &Keys) -> Arc<Shared> {
-    let key = (client.id().to_owned(), name.to_owned());
-    let mut agents = lock(&AGENTS);
-    if let Some(shared) = agents.get(&key) {
-        return shared.clone();
-    }
-    let shared = Arc::new(Shared {
-        armed: Mutex::new(None),
-        kick: Notify::new(),
-    });
-    agents.insert(key.clone(), shared.clone());
-    drop(agents);
-    let agent = Agent {
-        conn: client.inner.conn.clone(),
-        client: Arc::downgrade(&client.inner),
-        name: name.to_owned(),
-        delayed: keys.delayed.clone(),
-        ready: keys.ready.clone(),
-        unacked: keys.unacked.clone(),
-        ready_channel: keys.ready_channel.clone(),
-        delay_channel: keys.delay_channel.clone(),
-        shared: shared.clone(),
-    };
-    tokio::spawn(agent.run(key, client.shutdown_token()));
-    shared
+    client.inner.agents.get_or_start(name, || {
+        let shared = Arc::new(Shared {
+            armed: Mutex::new(None),
+            kick: Notify::new(),
+        });
+        let agent = Agent {
+            conn: client.inner.conn.clone(),
+            client: Arc::downgrade(&client.inner),
+            name: name.to_owned(),
+            delayed: keys.delayed.clone(),
+            ready: keys.ready.clone(),
+            unacked: keys.unacked.clone(),
+            ready_channel: keys.ready_channel.clone(),
+            delay_channel: keys.delay_channel.clone(),
+            shared: shared.clone(),
+        };
+        tokio::spawn(agent.run(client.shutdown_token()));
+        shared
+    })
 }
 
 /// What the agent task owns: the connection and key names, never the client itself (a weak
@@ -97,18 +85,14 @@ struct Agent {
 }
 
 impl Agent {
-    async fn run(self, key: (String, String), shutdown: CancellationToken) {
+    async fn run(self, shutdown: CancellationToken) {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => {}
             _ = self.work() => {}
         }
-        let mut agents = lock(&AGENTS);
-        if agents
-            .get(&key)
-            .is_some_and(|shared| Arc::ptr_eq(shared, &self.shared))
-        {
-            agents.remove(&key);
+        if let Some(client) = self.client.upgrade() {
+            client.agents.stopped(&self.name, &self.shared);
         }
     }
 
