@@ -1,6 +1,6 @@
 //! Library bugs the fault-injection runs found, each kept as a focused regression test.
 //! (The bugs found by the bad-input catalogue are tested in
-//! `crates/latchkey/tests/bad_input.rs`.)
+//! `crates/latchkey/tests/it/bad_input.rs`.)
 
 use std::time::Duration;
 
@@ -76,7 +76,7 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
 /// reported lost, so fenced storage could not refuse a late write of the first hold. (The same
 /// take-over after a lost unlock:
 /// `same_handle_after_an_unlock_that_never_reached_redis_takes_the_hold_over` in
-/// `crates/latchkey/tests/bad_input.rs`.)
+/// `crates/latchkey/tests/it/bad_input.rs`.)
 #[tokio::test]
 async fn a_late_grant_reported_lost_is_taken_over_with_a_new_fencing_token() {
     let server = RedisServer::spawn();

@@ -224,7 +224,7 @@ pub enum Workload {
     Contended,
     /// `contended` with a fair lock (FIFO across clients).
     Fair,
-    /// `solo` over 3 independent servers (RedLock).
+    /// `solo` over 3 independent servers (RedLock), then without fencing and with 8 tasks.
     Redlock3,
     /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.
     Delayed,

@@ -14,23 +14,12 @@
 -- Key types and ids are checked before the first write: a wrong type or an id already in use
 -- is an error and nothing changes. Due times round up to the next millisecond, so an item is
 -- never ready before its delay has passed by the server clock.
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'zset', 'the delayed zset')
-    or check(KEYS[2], 'hash', 'the item hash')
-    or check(KEYS[3], 'list', 'the ready list')
-if err then return err end
+expect_type(KEYS[1], 'zset', 'the delayed zset')
+expect_type(KEYS[2], 'hash', 'the item hash')
+expect_type(KEYS[3], 'list', 'the ready list')
 
 -- The last ARGV is the publish command: "publish", or "spublish" on a cluster.
-local publish = ARGV[#ARGV]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[#ARGV])
 acl_check({'hexists', 'hset', 'rpush', 'time', 'type', 'zadd', 'zrange'}, publish,
     {KEYS[4], KEYS[5]})
 local mode = ARGV[1]
@@ -48,14 +37,13 @@ for i = 0, count - 1 do
     end
 end
 
-local now = redis.call('time')
-local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local now_ms = math.floor(now_us / 1000)
+local clock_us = now_us()
+local now = math.floor(clock_us / 1000)
 
 -- An item due now goes straight to the ready list, unless earlier items are overdue and still
 -- wait for the transfer: then it queues behind them in the zset, so order by due time holds.
 local head = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')
-local overdue = head[2] ~= nil and tonumber(head[2]) <= now_ms
+local overdue = head[2] ~= nil and tonumber(head[2]) <= now
 
 local ready = {}
 local delayed = 0
@@ -65,13 +53,13 @@ for i = 0, count - 1 do
     local time = tonumber(ARGV[3 + 3 * i])
     local due, is_due
     if mode == 'in' then
-        due = math.ceil((now_us + time) / 1000)
+        due = math.ceil((clock_us + time) / 1000)
         -- Due at once only without a delay (the rounded-up due time is the next millisecond,
         -- which must not keep such an item waiting for a transfer).
         is_due = time <= 0
     else
         due = time
-        is_due = due <= now_ms
+        is_due = due <= now
     end
     redis.call('hset', KEYS[2], id, ARGV[4 + 3 * i])
     if is_due and not overdue then
@@ -90,14 +78,14 @@ for i = 1, #ready, step do
     redis.call('rpush', KEYS[3], unpack(ready, i, math.min(i + step - 1, #ready)))
 end
 if #ready > 0 then
-    redis.call(publish, KEYS[5], #ready)
+    notify(publish, KEYS[5], #ready)
 end
 if earliest ~= nil then
     -- Tell the transfer agents when one of these items is now the earliest to come due, or
     -- when overdue items wait for them.
     local first = tonumber(redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')[2])
     if overdue or first >= earliest then
-        redis.call(publish, KEYS[4], string.format('%d', first))
+        notify(publish, KEYS[4], string.format('%d', first))
     end
 end
-return {#ready, delayed, now_ms}
+return {#ready, delayed, now}

@@ -6,16 +6,8 @@
 --
 -- Returns a flat array: id, due time (ms since the epoch), payload, for each item in due order.
 acl_check({'hget', 'type', 'zrange'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'zset', 'the delayed zset')
-    or check(KEYS[2], 'hash', 'the item hash')
-if err then return err end
+expect_type(KEYS[1], 'zset', 'the delayed zset')
+expect_type(KEYS[2], 'hash', 'the item hash')
 
 local limit = tonumber(ARGV[1])
 local out = {}

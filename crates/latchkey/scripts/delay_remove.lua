@@ -7,16 +7,8 @@
 -- Returns 1 when the item was removed, 0 when it is not waiting (already ready, taken, removed,
 -- or unknown); nothing changes then.
 acl_check({'hdel', 'type', 'zrem'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'zset', 'the delayed zset')
-    or check(KEYS[2], 'hash', 'the item hash')
-if err then return err end
+expect_type(KEYS[1], 'zset', 'the delayed zset')
+expect_type(KEYS[2], 'hash', 'the item hash')
 
 if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
     return 0

@@ -12,32 +12,20 @@
 -- Returns {moved from the delayed zset, redelivered from the unacked zset,
 --          earliest due time left or -1, earliest visibility deadline left or -1,
 --          server time in microseconds}.
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'zset', 'the delayed zset')
-    or check(KEYS[2], 'list', 'the ready list')
-    or check(KEYS[3], 'zset', 'the unacked zset')
-if err then return err end
+expect_type(KEYS[1], 'zset', 'the delayed zset')
+expect_type(KEYS[2], 'list', 'the ready list')
+expect_type(KEYS[3], 'zset', 'the unacked zset')
 
 -- ARGV[2]: the publish command, "publish" or "spublish" (cluster).
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'rpush', 'time', 'type', 'zrange', 'zrangebyscore', 'zrem'}, publish, {KEYS[4]})
 local limit = tonumber(ARGV[1])
-local now = redis.call('time')
-local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local now_ms = math.floor(now_us / 1000)
+local clock_us = now_us()
+local now = math.floor(clock_us / 1000)
 local step = 1000
 
 -- Deliveries never acknowledged in time go back to the head of the ready list, oldest first.
-local expired = redis.call('zrangebyscore', KEYS[3], '-inf', now_ms, 'LIMIT', 0, limit)
+local expired = redis.call('zrangebyscore', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
 if #expired > 0 then
     -- LPUSH is checked only here, still before the first write: without it, due items still
     -- move as long as no delivery expires.
@@ -51,7 +39,7 @@ if #expired > 0 then
 end
 
 -- Due items go to the tail in due order (ties in id order).
-local due = redis.call('zrangebyscore', KEYS[1], '-inf', now_ms, 'LIMIT', 0, limit)
+local due = redis.call('zrangebyscore', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 for i = 1, #due, step do
     local j = math.min(i + step - 1, #due)
     redis.call('rpush', KEYS[2], unpack(due, i, j))
@@ -59,7 +47,7 @@ for i = 1, #due, step do
 end
 
 if #due + #expired > 0 then
-    redis.call(publish, KEYS[4], #due + #expired)
+    notify(publish, KEYS[4], #due + #expired)
 end
 
 local function first_score(key)
@@ -69,4 +57,4 @@ local function first_score(key)
     end
     return tonumber(first[2])
 end
-return {#due, #expired, first_score(KEYS[1]), first_score(KEYS[3]), now_us}
+return {#due, #expired, first_score(KEYS[1]), first_score(KEYS[3]), clock_us}

@@ -41,36 +41,21 @@
 --   entries behind it as far as needed to keep them W apart, so the chain stays intact; a live
 --   latchkey waiter never goes stale however long the holders keep the lock, and a vanished
 --   one is dropped about W (+ the lease the lock had left) after its turn came.
-local publish = ARGV[6]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[6])
 acl_check({'get', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
     'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrangebyscore', 'zrem',
     'zscore'}, publish)
 if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
     return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return t
-end
-local lock_type = check(KEYS[1], 'hash', 'the lock key')
-if type(lock_type) == 'table' then return lock_type end
-local err = check(KEYS[2], 'string', 'the fencing counter')
-if type(err) == 'table' then return err end
-err = check(KEYS[3], 'list', 'the wait queue')
-if type(err) == 'table' then return err end
-err = check(KEYS[4], 'zset', 'the waiter deadlines')
-if type(err) == 'table' then return err end
+local lock_type = expect_type(KEYS[1], 'hash', 'the lock key')
+expect_type(KEYS[2], 'string', 'the fencing counter')
+expect_type(KEYS[3], 'list', 'the wait queue')
+expect_type(KEYS[4], 'zset', 'the waiter deadlines')
 
 local owner = ARGV[2]
 local wait = tonumber(ARGV[3])
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local now = now_ms()
 
 -- Drop stale entries: first from the head (also entries without a deadline), then anywhere.
 -- Returns whether the head changed.
@@ -82,14 +67,14 @@ local function purge()
             break
         end
         local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-        if deadline and deadline > now_ms then
+        if deadline and deadline > now then
             break
         end
         redis.call('lpop', KEYS[3])
         redis.call('zrem', KEYS[4], head)
         changed = true
     end
-    local stale = redis.call('zrangebyscore', KEYS[4], '-inf', now_ms, 'LIMIT', 0, 100)
+    local stale = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
     for _, id in ipairs(stale) do
         redis.call('zrem', KEYS[4], id)
         redis.call('lrem', KEYS[3], 0, id)
@@ -155,7 +140,7 @@ end
 
 if lock_type == 'none' and head_changed then
     -- The lock is free and the purge made somebody else the head: tell it.
-    redis.call(publish, KEYS[5] .. ':' .. head, ARGV[5])
+    notify(publish, KEYS[5] .. ':' .. head, ARGV[5])
 end
 
 local queued = 0
@@ -173,13 +158,13 @@ if tonumber(ARGV[4]) > 0 then
         -- Joins at the back, chained from the tail as Redisson chains its own waiters.
         local tail = ids[#ids]
         local tail_deadline = tail and tonumber(redis.call('zscore', KEYS[4], tail))
-        local chained = (tail_deadline or now_ms + lease_left()) + wait
+        local chained = (tail_deadline or now + lease_left()) + wait
         deadline = math.max(deadline or chained, chained)
         place = #ids
         redis.call('rpush', KEYS[3], owner)
     end
     -- Never lower than what the chain would give this place now (see the top).
-    local floor = now_ms + lease_left() + (place + 1) * wait
+    local floor = now + lease_left() + (place + 1) * wait
     if not deadline or deadline < floor then
         deadline = floor
     end
@@ -212,6 +197,6 @@ if lock_type == 'hash' then
 else
     -- Free, but another waiter is first: it takes the lock, or its entry goes stale.
     local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-    retry_after = deadline and math.max(deadline - now_ms, 0) or 0
+    retry_after = deadline and math.max(deadline - now, 0) or 0
 end
 return {0, retry_after, queued}

@@ -9,37 +9,16 @@
 --
 -- Returns 1 when a lock was deleted, 0 when there was none. A lock key of another type is an
 -- error and is left alone; queue keys of other types are not touched.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'del', 'lindex', 'lpop', 'time', 'type', 'zrem', 'zscore'}, publish)
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return 0
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
 redis.call('del', KEYS[1])
-local queue_type = redis.call('type', KEYS[2])['ok']
-local deadlines_type = redis.call('type', KEYS[3])['ok']
+local queue_type = key_type(KEYS[2])
+local deadlines_type = key_type(KEYS[3])
 if queue_type ~= 'list' or (deadlines_type ~= 'none' and deadlines_type ~= 'zset') then
     return 1
 end
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now_ms then
-        redis.call(publish, KEYS[4] .. ':' .. head, ARGV[1])
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[1])
 return 1

@@ -15,14 +15,11 @@
 --
 -- Returns 1 when the entry was removed, 0 when there was none. Keys of unexpected types are
 -- left alone.
-local publish = ARGV[3]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[3])
 acl_check({'exists', 'lindex', 'lpop', 'lrange', 'lrem', 'time', 'type', 'zincrby', 'zrem',
     'zscore'}, publish)
-local queue_type = redis.call('type', KEYS[2])['ok']
-local deadlines_type = redis.call('type', KEYS[3])['ok']
+local queue_type = key_type(KEYS[2])
+local deadlines_type = key_type(KEYS[3])
 if (queue_type ~= 'none' and queue_type ~= 'list')
     or (deadlines_type ~= 'none' and deadlines_type ~= 'zset') then
     return 0
@@ -51,19 +48,5 @@ if not was_head or redis.call('exists', KEYS[1]) == 1 then
     return 1
 end
 -- The lock is free and the leaver was first: wake the next live waiter.
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now_ms then
-        redis.call(publish, KEYS[4] .. ':' .. head, ARGV[2])
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[2])
 return 1

@@ -14,45 +14,25 @@
 -- the holds left: 0 means the key was deleted and the head waiter was told. Stale queue
 -- entries are dropped first, so the message goes to a waiter that is still there. The queue
 -- is left alone if its keys have unexpected types.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'hexists', 'hincrby', 'lindex', 'lpop', 'pexpire', 'time', 'type', 'zrem',
     'zscore'}, publish)
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type ~= 'none' and lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
-local queue_type = redis.call('type', KEYS[2])['ok']
-local deadlines_type = redis.call('type', KEYS[3])['ok']
+local lock_type = expect_type(KEYS[1], 'hash', 'lock key')
+local queue_type = key_type(KEYS[2])
+local deadlines_type = key_type(KEYS[3])
 local queue_ok = (queue_type == 'none' or queue_type == 'list')
     and (deadlines_type == 'none' or deadlines_type == 'zset')
 
-local function wake_head()
-    if not queue_ok then
-        return
-    end
-    local now = redis.call('time')
-    local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    while true do
-        local head = redis.call('lindex', KEYS[2], 0)
-        if not head then
-            return
-        end
-        local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-        if deadline and deadline > now_ms then
-            redis.call(publish, KEYS[4] .. ':' .. head, ARGV[1])
-            return
-        end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
+-- Wakes the head of the queue, unless its keys have unexpected types.
+local function wake()
+    if queue_ok then
+        wake_head(KEYS[2], KEYS[3], KEYS[4], publish, ARGV[1])
     end
 end
 
 if lock_type == 'none' then
     -- The lock is gone (expired or forced): the head may take it, whoever asked.
-    wake_head()
+    wake()
     return -1
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -64,5 +44,5 @@ if holds > 0 then
     return holds
 end
 redis.call('del', KEYS[1])
-wake_head()
+wake()
 return 0

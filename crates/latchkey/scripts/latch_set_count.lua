@@ -9,18 +9,11 @@
 --
 -- Returns 1 when the count was set (and the new-count message published), 0 when the latch
 -- already had a count.
-local publish = ARGV[3]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[3])
 acl_check({'set', 'type'}, publish, {KEYS[2]})
-local t = redis.call('type', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE the latch key holds a ' .. t .. ', not a string')
-end
-if t ~= 'none' then
+if expect_type(KEYS[1], 'string', 'the latch key') ~= 'none' then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call(publish, KEYS[2], ARGV[2])
+notify(publish, KEYS[2], ARGV[2])
 return 1

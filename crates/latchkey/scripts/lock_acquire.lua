@@ -26,20 +26,6 @@
 -- (INCR fails on anything but an integer string, before anything was written).
 acl_check({'del', 'get', 'hdel', 'hexists', 'hincrby', 'hlen', 'hset', 'incr', 'pexpire', 'pttl',
     'time', 'type', 'zadd', 'zrem', 'zscore'})
-local function read(what, want, command, key, ...)
-    local reply = wrongtype_only(redis.pcall(command, key, ...))
-    if type(reply) == 'table' and reply.err then
-        local found = redis.call('type', key)['ok']
-        error({err = 'WRONGTYPE ' .. what .. ' holds a ' .. found .. ', not a ' .. want})
-    end
-    return reply
-end
-
-local function now_ms()
-    local now = redis.call('time')
-    return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-end
-
 -- Register the caller's client as a waiter (unless it will not wait) and report the retry time.
 local function wait_for(retry_after)
     local park = tonumber(ARGV[4])
@@ -79,9 +65,8 @@ end
 -- refuses it, nothing written).
 local function unregister()
     if ARGV[5] == '0' then
-        local removed = wrongtype_only(redis.pcall('zrem', KEYS[3], ARGV[3]))
-        if removed == 1 then
-            wrongtype_only(redis.pcall('hdel', KEYS[4], ARGV[3]))
+        if try_call('zrem', KEYS[3], ARGV[3]) == 1 then
+            try_call('hdel', KEYS[4], ARGV[3])
         end
     end
 end

@@ -7,18 +7,11 @@
 --
 -- Returns 1 when a lock was deleted, 0 when there was none. A key of another type is an
 -- error and is left alone: force-unlock never deletes data that is not a lock.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'del', 'type'}, publish, {KEYS[2]})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return 0
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
 redis.call('del', KEYS[1])
-redis.call(publish, KEYS[2], ARGV[1])
+notify(publish, KEYS[2], ARGV[1])
 return 1

@@ -12,14 +12,11 @@
 -- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
 --
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'exists', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
-local queue_type = redis.call('type', KEYS[3])['ok']
-local alive_type = redis.call('type', KEYS[4])['ok']
-local reservation_type = redis.call('type', KEYS[5])['ok']
+local queue_type = key_type(KEYS[3])
+local alive_type = key_type(KEYS[4])
+local reservation_type = key_type(KEYS[5])
 if queue_type ~= 'zset' or alive_type ~= 'hash' or
     (reservation_type ~= 'none' and reservation_type ~= 'string') then
     return 0
@@ -42,8 +39,7 @@ if not free then
     return 0
 end
 local function pick_next()
-    local now = redis.call('time')
-    local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    local now = now_ms()
     -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
     for _ = 1, 16 do
         local head = redis.call('zrange', KEYS[3], 0, 0)[1]
@@ -53,7 +49,7 @@ local function pick_next()
         local alive = tonumber(redis.call('hget', KEYS[4], head))
         redis.call('zrem', KEYS[3], head)
         redis.call('hdel', KEYS[4], head)
-        if alive and alive >= now_ms then
+        if alive and alive >= now then
             return head
         end
     end
@@ -63,7 +59,7 @@ end
 local next = pick_next()
 if next then
     redis.call('set', KEYS[5], next, 'PX', ARGV[2])
-    redis.call(publish, KEYS[2], next)
+    notify(publish, KEYS[2], next)
 end
-redis.call(publish, KEYS[2], ARGV[3])
+notify(publish, KEYS[2], ARGV[3])
 return 1

@@ -18,19 +18,12 @@
 -- picked: the lock is reserved for it for ARGV[4] ms and its wake id is published, so exactly
 -- one client retries instead of all of them. "0" is published in every case, for Redisson
 -- clients; latchkey clients ignore a "0" that directly follows a wake id.
-local publish = ARGV[5]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[5])
 acl_check({'del', 'get', 'hdel', 'hget', 'hset', 'pexpire', 'set', 'time', 'type', 'zrange',
     'zrem'}, publish, {KEYS[2]})
 -- HGET fails on a key of another type before anything is written; a missing key or field is
 -- not ours (nothing changes).
-local held = wrongtype_only(redis.pcall('hget', KEYS[1], ARGV[3]))
-if type(held) == 'table' and held.err then
-    local found = redis.call('type', KEYS[1])['ok']
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. found .. ', not a hash')
-end
+local held = read('lock key', 'hash', 'hget', KEYS[1], ARGV[3])
 if not held then
     return -1
 end
@@ -46,27 +39,22 @@ redis.call('del', KEYS[1])
 -- when they have the expected types: ZRANGE and HGET refuse other types (pcall: the release
 -- itself stands), and nothing is written before both were read.
 local function pick_next()
-    local head = wrongtype_only(redis.pcall('zrange', KEYS[3], 0, 0))
-    if type(head) ~= 'table' or head.err or not head[1] then
+    local head = try_call('zrange', KEYS[3], 0, 0)
+    if not head or not head[1] or try_call('get', KEYS[5]) == nil then
         return nil
     end
-    local reserved = wrongtype_only(redis.pcall('get', KEYS[5]))
-    if type(reserved) == 'table' and reserved.err then
-        return nil
-    end
-    local now = redis.call('time')
-    local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    local now = now_ms()
     -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
     local candidate = head[1]
     for _ = 1, 16 do
-        local alive = wrongtype_only(redis.pcall('hget', KEYS[4], candidate))
-        if type(alive) == 'table' then
+        local alive = try_call('hget', KEYS[4], candidate)
+        if alive == nil then
             return nil -- the liveness key holds another type: no hand-off
         end
         redis.call('zrem', KEYS[3], candidate)
         redis.call('hdel', KEYS[4], candidate)
         alive = tonumber(alive)
-        if alive and alive >= now_ms then
+        if alive and alive >= now then
             return candidate
         end
         candidate = redis.call('zrange', KEYS[3], 0, 0)[1]
@@ -80,7 +68,7 @@ end
 local next = pick_next()
 if next then
     redis.call('set', KEYS[5], next, 'PX', ARGV[4])
-    redis.call(publish, KEYS[2], next)
+    notify(publish, KEYS[2], next)
 end
-redis.call(publish, KEYS[2], ARGV[1])
+notify(publish, KEYS[2], ARGV[1])
 return 0

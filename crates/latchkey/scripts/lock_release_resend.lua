@@ -14,16 +14,13 @@
 -- token, somebody — maybe this very owner — was granted the lock since, and nothing changes.
 -- Sent for the owner's last hold only, so one hold is released. Returns 1 when it released
 -- one, 0 otherwise.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hget', 'hset'}, publish, {KEYS[3]})
-local token = wrongtype_only(redis.pcall('get', KEYS[2]))
+local token = try_call('get', KEYS[2])
 if type(token) ~= 'string' or token ~= ARGV[2] then
     return 0
 end
-local held = wrongtype_only(redis.pcall('hget', KEYS[1], ARGV[1]))
+local held = try_call('hget', KEYS[1], ARGV[1])
 if type(held) ~= 'string' then
     return 0
 end
@@ -33,5 +30,5 @@ if holds > 0 then
     return 1
 end
 redis.call('del', KEYS[1])
-redis.call(publish, KEYS[3], ARGV[3])
+notify(publish, KEYS[3], ARGV[3])
 return 1

@@ -14,7 +14,7 @@ for i, key in ipairs(KEYS) do
     local lease = tonumber(ARGV[2 * i])
     local held = 0
     -- HEXISTS refuses a key of another type (pcall: an error reply, not 1): never written.
-    if wrongtype_only(redis.pcall('hexists', key, field)) == 1 then
+    if try_call('hexists', key, field) == 1 then
         held = 1
         if lease > 0 then
             redis.call('pexpire', key, lease)

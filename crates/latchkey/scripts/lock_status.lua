@@ -6,20 +6,17 @@
 --
 -- Returns {holders (flat field/count list), pttl, last fencing token (or -1), waiting clients}.
 acl_check({'get', 'hgetall', 'pttl', 'type', 'zcard'})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type ~= 'none' and lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
+local lock_type = expect_type(KEYS[1], 'hash', 'lock key')
 local holders = {}
 if lock_type == 'hash' then
     holders = redis.call('hgetall', KEYS[1])
 end
 local token = -1
-if redis.call('type', KEYS[2])['ok'] == 'string' then
+if key_type(KEYS[2]) == 'string' then
     token = tonumber(redis.call('get', KEYS[2])) or -1
 end
 local waiting = 0
-if redis.call('type', KEYS[3])['ok'] == 'zset' then
+if key_type(KEYS[3]) == 'zset' then
     waiting = redis.call('zcard', KEYS[3])
 end
 return {holders, redis.call('pttl', KEYS[1]), token, waiting}

@@ -6,40 +6,11 @@
 -- ARGV[1]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
 --
 -- Returns {available, leased}.
-local publish = ARGV[1]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
-acl_check({'exists', 'get', 'incrby', 'time', 'type', 'zcard', 'zrangebyscore',
+local publish = publish_command(ARGV[1])
+acl_check({'get', 'incrby', 'time', 'type', 'zcard', 'zrangebyscore',
     'zrem'}, publish, {KEYS[3]})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return t
-end
-local err = check(KEYS[1], 'string', 'the semaphore key')
-if type(err) == 'table' then return err end
-err = check(KEYS[2], 'zset', 'the permit leases')
-if type(err) == 'table' then return err end
-local available = 0
-if redis.call('exists', KEYS[1]) == 1 then
-    available = tonumber(redis.call('get', KEYS[1]))
-    if available == nil then
-        return redis.error_reply('WRONGTYPE the semaphore key holds a string that is not a count')
-    end
-end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #ended > 0 then
-    for i = 1, #ended, 100 do
-        redis.call('zrem', KEYS[2], unpack(ended, i, math.min(i + 99, #ended)))
-    end
-    available = redis.call('incrby', KEYS[1], #ended)
-    if available > 0 then
-        redis.call(publish, KEYS[3], available)
-    end
-end
+local available = expect_count(KEYS[1], 'the semaphore key') or 0
+expect_type(KEYS[2], 'zset', 'the permit leases')
+local now = now_ms()
+available = reclaim(KEYS[1], KEYS[2], KEYS[3], publish, now, available)
 return {available, redis.call('zcard', KEYS[2])}

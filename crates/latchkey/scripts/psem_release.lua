@@ -9,40 +9,14 @@
 -- Ended leases are reclaimed first, so an expired id is unknown. Known ids are released (their
 -- permits become available, the new count is published); returns the ids that were unknown
 -- (never issued, already released, or expired) — empty when every id was released.
-local publish = ARGV[1]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
-acl_check({'exists', 'get', 'incrby', 'time', 'type', 'zrangebyscore', 'zrem'}, publish, {KEYS[3]})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return t
-end
-local err = check(KEYS[1], 'string', 'the semaphore key')
-if type(err) == 'table' then return err end
-err = check(KEYS[2], 'zset', 'the permit leases')
-if type(err) == 'table' then return err end
-if redis.call('exists', KEYS[1]) == 1 and tonumber(redis.call('get', KEYS[1])) == nil then
-    return redis.error_reply('WRONGTYPE the semaphore key holds a string that is not a count')
-end
+local publish = publish_command(ARGV[1])
+acl_check({'get', 'incrby', 'time', 'type', 'zrangebyscore', 'zrem'}, publish, {KEYS[3]})
+expect_count(KEYS[1], 'the semaphore key')
+expect_type(KEYS[2], 'zset', 'the permit leases')
 
-local function unhex(h)
-    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = now_ms()
 
-local returned = 0
-local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-if #ended > 0 then
-    for i = 1, #ended, 100 do
-        redis.call('zrem', KEYS[2], unpack(ended, i, math.min(i + 99, #ended)))
-    end
-    returned = #ended
-end
+local returned = drop_ended(KEYS[2], now)
 local unknown = {}
 for i = 2, #ARGV do
     if redis.call('zrem', KEYS[2], unhex(ARGV[i])) == 1 then
@@ -54,7 +28,7 @@ end
 if returned > 0 then
     local value = redis.call('incrby', KEYS[1], returned)
     if value > 0 then
-        redis.call(publish, KEYS[3], value)
+        notify(publish, KEYS[3], value)
     end
 end
 return unknown

@@ -9,17 +9,13 @@
 -- An ended lease is never extended (its permit may be reclaimed at any moment). Never writes
 -- to a key that is not a zset holding the permit.
 acl_check({'time', 'type', 'zadd', 'zscore'})
-local function unhex(h)
-    return (h:gsub('..', function(cc) return string.char(tonumber(cc, 16)) end))
-end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = now_ms()
 local result = {}
 for i, key in ipairs(KEYS) do
     local id = unhex(ARGV[2 * i - 1])
     local lease = tonumber(ARGV[2 * i])
     local held = 0
-    if redis.call('type', key)['ok'] == 'zset' then
+    if key_type(key) == 'zset' then
         local ends = redis.call('zscore', key, id)
         if ends and tonumber(ends) > now then
             held = 1

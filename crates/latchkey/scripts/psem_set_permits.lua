@@ -8,22 +8,13 @@
 -- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
 --
 -- Returns 1 when the permits were set (and published), 0 when the semaphore already existed.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'exists', 'set', 'type'}, publish, {KEYS[3]})
-local t = redis.call('type', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE the semaphore key holds a ' .. t .. ', not a string')
-end
-t = redis.call('type', KEYS[2])['ok']
-if t ~= 'none' and t ~= 'zset' then
-    return redis.error_reply('WRONGTYPE the permit leases hold a ' .. t .. ', not a zset')
-end
+expect_type(KEYS[1], 'string', 'the semaphore key')
+expect_type(KEYS[2], 'zset', 'the permit leases')
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call(publish, KEYS[3], ARGV[1])
+notify(publish, KEYS[3], ARGV[1])
 return 1

@@ -10,17 +10,9 @@
 -- one whose visibility timeout ran out: the work is done either way. An id left in the ready
 -- list is skipped by the next take.
 acl_check({'hdel', 'type', 'zrem'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'zset', 'the unacked zset')
-    or check(KEYS[2], 'hash', 'the item hash')
-    or check(KEYS[3], 'hash', 'the attempt hash')
-if err then return err end
+expect_type(KEYS[1], 'zset', 'the unacked zset')
+expect_type(KEYS[2], 'hash', 'the item hash')
+expect_type(KEYS[3], 'hash', 'the attempt hash')
 
 redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[3], ARGV[1])

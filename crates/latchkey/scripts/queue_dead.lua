@@ -10,18 +10,10 @@
 --
 -- Returns 1.
 acl_check({'hdel', 'hset', 'type', 'zrem'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'hash', 'the dead-letter hash')
-    or check(KEYS[2], 'hash', 'the item hash')
-    or check(KEYS[3], 'zset', 'the unacked zset')
-    or check(KEYS[4], 'hash', 'the attempt hash')
-if err then return err end
+expect_type(KEYS[1], 'hash', 'the dead-letter hash')
+expect_type(KEYS[2], 'hash', 'the item hash')
+expect_type(KEYS[3], 'zset', 'the unacked zset')
+expect_type(KEYS[4], 'hash', 'the attempt hash')
 
 redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
 redis.call('hdel', KEYS[2], ARGV[1])

@@ -17,25 +17,14 @@
 --          the ready list)
 --
 -- Returns 1 when the item was put back, 0 when there was nothing to do.
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'list', 'the ready list')
-    or check(KEYS[2], 'hash', 'the item hash')
-    or check(KEYS[3], 'zset', 'the unacked zset')
-    or check(KEYS[4], 'hash', 'the attempt hash')
-    or check(KEYS[5], 'zset', 'the delayed zset')
-if err then return err end
+expect_type(KEYS[1], 'list', 'the ready list')
+expect_type(KEYS[2], 'hash', 'the item hash')
+expect_type(KEYS[3], 'zset', 'the unacked zset')
+expect_type(KEYS[4], 'hash', 'the attempt hash')
+expect_type(KEYS[5], 'zset', 'the delayed zset')
 
 -- ARGV[5]: the publish command, "publish" or "spublish" (cluster).
-local publish = ARGV[5]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[5])
 acl_check({'hexists', 'hget', 'hset', 'lpush', 'time', 'type', 'zadd', 'zrange', 'zrem',
     'zscore'}, publish, {KEYS[6], KEYS[7]})
 local id = ARGV[2]
@@ -60,14 +49,13 @@ end
 
 if delay == 0 then
     redis.call('lpush', KEYS[1], id)
-    redis.call(publish, KEYS[6], 1)
+    notify(publish, KEYS[6], 1)
     return 1
 end
-local now = redis.call('time')
-local due = math.ceil((tonumber(now[1]) * 1000000 + tonumber(now[2]) + delay) / 1000)
+local due = math.ceil((now_us() + delay) / 1000)
 redis.call('zadd', KEYS[5], due, id)
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
 if tonumber(first[2]) >= due then
-    redis.call(publish, KEYS[7], string.format('%d', due))
+    notify(publish, KEYS[7], string.format('%d', due))
 end
 return 1

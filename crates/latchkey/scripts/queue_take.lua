@@ -12,18 +12,10 @@
 -- {id, payload, attempt} ('claim'); {} when it skipped ids of items acknowledged or removed
 -- meanwhile and the caller should simply call again.
 acl_check({'hdel', 'hget', 'hincrby', 'lpop', 'time', 'type', 'zadd'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return nil
-end
-local err = check(KEYS[1], 'list', 'the ready list')
-    or check(KEYS[2], 'hash', 'the item hash')
-    or check(KEYS[3], 'zset', 'the unacked zset')
-    or check(KEYS[4], 'hash', 'the attempt hash')
-if err then return err end
+expect_type(KEYS[1], 'list', 'the ready list')
+expect_type(KEYS[2], 'hash', 'the item hash')
+expect_type(KEYS[3], 'zset', 'the unacked zset')
+expect_type(KEYS[4], 'hash', 'the attempt hash')
 
 local claim = ARGV[1] == 'claim'
 local visibility = tonumber(ARGV[2])
@@ -42,10 +34,8 @@ for _ = 1, 100 do
     local payload = redis.call('hget', KEYS[2], id)
     if payload then
         if claim then
-            local now = redis.call('time')
             -- Rounded up, so a deadline never comes before the full timeout has passed.
-            local now_ms = math.ceil((tonumber(now[1]) * 1000000 + tonumber(now[2])) / 1000)
-            redis.call('zadd', KEYS[3], now_ms + visibility, id)
+            redis.call('zadd', KEYS[3], now_ms(true) + visibility, id)
             local attempt = redis.call('hincrby', KEYS[4], id, 1)
             return {id, payload, attempt}
         end

@@ -12,12 +12,7 @@
 -- on a lock key of another type before anything is written, and INCR, the first write, fails
 -- on a counter that is not an integer string.
 acl_check({'get', 'hexists', 'hlen', 'hset', 'incr', 'pexpire', 'pttl', 'type'})
-local held = wrongtype_only(redis.pcall('hlen', KEYS[1]))
-if type(held) == 'table' then
-    local found = redis.call('type', KEYS[1])['ok']
-    return redis.error_reply('WRONGTYPE the lock key holds a ' .. found .. ', not a hash')
-end
-if held == 0 then
+if read('the lock key', 'hash', 'hlen', KEYS[1]) == 0 then
     local counter = redis.call('incr', KEYS[2])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -9,18 +9,10 @@
 -- token, 0 otherwise (nothing changes then). Because the raise happens while the owner holds
 -- the node, every later holder of this node increments past the token.
 acl_check({'get', 'hexists', 'set', 'type'})
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if key_type(KEYS[1]) ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return 0
 end
-local counter_type = redis.call('type', KEYS[2])['ok']
-if counter_type ~= 'none' and counter_type ~= 'string' then
-    return redis.error_reply('WRONGTYPE the fencing counter holds a ' .. counter_type .. ', not a string')
-end
-local counter = tonumber(redis.call('get', KEYS[2]) or '0')
-if counter == nil then
-    return redis.error_reply('WRONGTYPE the fencing counter holds a string that is not a count')
-end
-if counter < tonumber(ARGV[2]) then
+if (expect_count(KEYS[2], 'the fencing counter') or 0) < tonumber(ARGV[2]) then
     redis.call('set', KEYS[2], ARGV[2])
 end
 return 1

@@ -10,34 +10,24 @@
 --
 -- Returns 1 when a lock was deleted, 0 when there was none. A key of another type (or a hash
 -- that is not a read-write lock) is an error and is left alone.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'del', 'hget', 'hgetall', 'type'}, publish, {KEYS[2]})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return 0
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode ~= 'read' and mode ~= 'write' then
-    return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
-end
+rw_mode(KEYS[1])
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local f, count = fields[i], tonumber(fields[i + 1])
     if f ~= 'mode' and count and string.sub(f, -6) ~= ':write' then
         for n = 1, count do
             local k = KEYS[3] .. ':' .. f .. ':rwlock_timeout:' .. n
-            if redis.call('type', k)['ok'] == 'string' then
+            if key_type(k) == 'string' then
                 redis.call('del', k)
             end
         end
     end
 end
 redis.call('del', KEYS[1])
-redis.call(publish, KEYS[2], ARGV[1])
+notify(publish, KEYS[2], ARGV[1])
 return 1

@@ -11,26 +11,22 @@
 --
 -- Returns 1 when the mark was removed, 0 when there was none. A key of another type is left
 -- alone.
-local publish = ARGV[3]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[3])
 acl_check({'hget', 'time', 'type', 'zcard', 'zrem', 'zremrangebyscore'}, publish, {KEYS[3]})
-if redis.call('type', KEYS[2])['ok'] ~= 'zset' then
+if key_type(KEYS[2]) ~= 'zset' then
     return 0
 end
 if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then
     return 0
 end
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('zremrangebyscore', KEYS[2], '-inf', now_ms)
+local now = now_ms()
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 if redis.call('zcard', KEYS[2]) == 0 then
     -- Readers held back by the mark may go, unless a writer holds the lock (its release tells
     -- everybody anyway).
-    local lock_type = redis.call('type', KEYS[1])['ok']
+    local lock_type = key_type(KEYS[1])
     if lock_type ~= 'hash' or redis.call('hget', KEYS[1], 'mode') ~= 'write' then
-        redis.call(publish, KEYS[3], ARGV[2])
+        notify(publish, KEYS[3], ARGV[2])
     end
 end
 return 1

@@ -32,62 +32,24 @@
 -- a crashed reader never pins the lock longer than its own lease.
 acl_check({'del', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset',
     'pexpire', 'pttl', 'set', 'time', 'type', 'zcard', 'zrange', 'zremrangebyscore'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return t
-end
-local lock_type = check(KEYS[1], 'hash', 'the read-write lock key')
-if type(lock_type) == 'table' then return lock_type end
-local err = check(KEYS[2], 'string', 'the fencing counter')
-if type(err) == 'table' then return err end
-err = check(KEYS[3], 'zset', 'the pending writers set')
-if type(err) == 'table' then return err end
+local lock_type = expect_type(KEYS[1], 'hash', 'the read-write lock key')
+expect_type(KEYS[2], 'string', 'the fencing counter')
+expect_type(KEYS[3], 'zset', 'the pending writers set')
 local mode = false
 if lock_type == 'hash' then
-    mode = redis.call('hget', KEYS[1], 'mode')
-    if mode ~= 'read' and mode ~= 'write' then
-        return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
-    end
+    mode = rw_mode(KEYS[1])
 end
 local owner = ARGV[2]
 local ind = (tonumber(redis.call('hget', KEYS[1], owner)) or 0) + 1
 -- The lease key this hold will use (index 1 if the caller's earlier holds turn out expired).
 for _, i in ipairs({ind, 1}) do
-    err = check(KEYS[4] .. ':' .. i, 'string', 'the read lease key')
-    if type(err) == 'table' then return err end
+    expect_type(KEYS[4] .. ':' .. i, 'string', 'the read lease key')
 end
 
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local field, count = fields[i], tonumber(fields[i + 1])
-        if field ~= 'mode' and count and string.sub(field, -6) ~= ':write' then
-            local live = false
-            for n = 1, count do
-                local ttl = redis.call('pttl', KEYS[5] .. ':' .. field .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], field)
-            end
-        end
-    end
-    return longest
-end
+local now = now_ms()
 
 if mode then
-    reap()
+    reap(KEYS[1], KEYS[5])
     if redis.call('hlen', KEYS[1]) <= 1 then
         redis.call('del', KEYS[1])
         mode = false
@@ -112,7 +74,7 @@ local reentry = mode and redis.call('hexists', KEYS[1], owner) == 1
 local downgrade = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 local writer_pending = false
 if not reentry and not downgrade then
-    redis.call('zremrangebyscore', KEYS[3], '-inf', now_ms)
+    redis.call('zremrangebyscore', KEYS[3], '-inf', now)
     writer_pending = redis.call('zcard', KEYS[3]) > 0
 end
 
@@ -137,7 +99,7 @@ end
 if writer_pending then
     -- Blocked by a pending writer: it takes the lock, leaves (and says so), or goes stale.
     local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')
-    local stale_in = math.max(tonumber(first[2]) - now_ms, 0)
+    local stale_in = math.max(tonumber(first[2]) - now, 0)
     if retry_after < 0 or stale_in < retry_after then
         retry_after = stale_in
     end

@@ -15,55 +15,19 @@
 -- holds left. The lock's TTL becomes the longest lease left among live holds; reader fields
 -- whose leases all ran out (crashed readers) are dropped; when no hold is left the key is
 -- deleted and the waiters are told.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'hdel', 'hget', 'hgetall', 'hlen', 'hset', 'pexpire', 'pttl', 'set',
     'type'}, publish, {KEYS[2]})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return -1
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode ~= 'read' and mode ~= 'write' then
-    return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
-end
+local mode = rw_mode(KEYS[1])
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not count or count < 1 then
     return -1
 end
 for n = 1, count do
-    local t = redis.call('type', KEYS[3] .. ':' .. n)['ok']
-    if t ~= 'none' and t ~= 'string' then
-        return redis.error_reply('WRONGTYPE the read lease key holds a ' .. t .. ', not a string')
-    end
-end
-
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local f, c = fields[i], tonumber(fields[i + 1])
-        if f ~= 'mode' and c and string.sub(f, -6) ~= ':write' then
-            local live = false
-            for n = 1, c do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. f .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], f)
-            end
-        end
-    end
-    return longest
+    expect_type(KEYS[3] .. ':' .. n, 'string', 'the read lease key')
 end
 
 redis.call('del', KEYS[3] .. ':' .. count)
@@ -76,10 +40,10 @@ else
         redis.call('set', KEYS[3] .. ':' .. n, 1, 'PX', ARGV[2])
     end
 end
-local longest = reap()
+local longest = reap(KEYS[1], KEYS[4])
 if redis.call('hlen', KEYS[1]) <= 1 then
     redis.call('del', KEYS[1])
-    redis.call(publish, KEYS[2], ARGV[1])
+    notify(publish, KEYS[2], ARGV[1])
     return count
 end
 if mode == 'read' and longest > 0 then

@@ -21,7 +21,7 @@ for i = 1, #KEYS / 2 do
     local lease = tonumber(ARGV[3 * i - 1])
     local kind = ARGV[3 * i]
     local held = 0
-    if redis.call('type', key)['ok'] == 'hash' then
+    if key_type(key) == 'hash' then
         local mode = redis.call('hget', key, 'mode')
         local count = tonumber(redis.call('hget', key, field))
         if kind == 'w' then
@@ -37,7 +37,7 @@ for i = 1, #KEYS / 2 do
             end
             if held == 1 and lease > 0 then
                 for n = 1, count do
-                    local t = redis.call('type', prefix .. ':' .. n)['ok']
+                    local t = key_type(prefix .. ':' .. n)
                     if t == 'none' or t == 'string' then
                         redis.call('set', prefix .. ':' .. n, 1, 'PX', lease)
                     end

@@ -28,56 +28,19 @@
 -- mark on, a grant removes it, and a mark not moved on goes stale by itself.
 acl_check({'del', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset', 'incr',
     'pexpire', 'pttl', 'time', 'type', 'zadd', 'zrem'})
-local function check(key, want, what)
-    local t = redis.call('type', key)['ok']
-    if t ~= 'none' and t ~= want then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a ' .. want)
-    end
-    return t
-end
-local lock_type = check(KEYS[1], 'hash', 'the read-write lock key')
-if type(lock_type) == 'table' then return lock_type end
-local err = check(KEYS[2], 'string', 'the fencing counter')
-if type(err) == 'table' then return err end
-err = check(KEYS[3], 'zset', 'the pending writers set')
-if type(err) == 'table' then return err end
+local lock_type = expect_type(KEYS[1], 'hash', 'the read-write lock key')
+expect_type(KEYS[2], 'string', 'the fencing counter')
+expect_type(KEYS[3], 'zset', 'the pending writers set')
 local mode = false
 if lock_type == 'hash' then
-    mode = redis.call('hget', KEYS[1], 'mode')
-    if mode ~= 'read' and mode ~= 'write' then
-        return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
-    end
+    mode = rw_mode(KEYS[1])
 end
 local field = ARGV[2]
 
-local now = redis.call('time')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local f, count = fields[i], tonumber(fields[i + 1])
-        if f ~= 'mode' and count and string.sub(f, -6) ~= ':write' then
-            local live = false
-            for n = 1, count do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. f .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], f)
-            end
-        end
-    end
-    return longest
-end
+local now = now_ms()
 
 if mode then
-    reap()
+    reap(KEYS[1], KEYS[4])
     if redis.call('hlen', KEYS[1]) <= 1 then
         redis.call('del', KEYS[1])
         mode = false
@@ -120,7 +83,7 @@ end
 local park = tonumber(ARGV[4])
 if park > 0 then
     local alive = park + 2000
-    redis.call('zadd', KEYS[3], now_ms + alive, field)
+    redis.call('zadd', KEYS[3], now + alive, field)
     if redis.call('pttl', KEYS[3]) < alive then
         redis.call('pexpire', KEYS[3], alive)
     end

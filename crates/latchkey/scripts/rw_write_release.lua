@@ -14,57 +14,24 @@
 -- write holds left. When the last write hold goes and the holder still has read holds (a
 -- downgrade), the lock turns to read mode and waiting readers are told; otherwise the key is
 -- deleted and every waiter is told.
-local publish = ARGV[4]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[4])
 acl_check({'del', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hlen', 'hset', 'pexpire',
     'pttl', 'type'}, publish, {KEYS[2]})
-local lock_type = redis.call('type', KEYS[1])['ok']
-if lock_type == 'none' then
+if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then
     return -1
 end
-if lock_type ~= 'hash' then
-    return redis.error_reply('WRONGTYPE lock key holds a ' .. lock_type .. ', not a hash')
-end
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode ~= 'read' and mode ~= 'write' then
-    return redis.error_reply('WRONGTYPE the key holds a hash that is not a read-write lock')
-end
+local mode = rw_mode(KEYS[1])
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return -1
 end
 
--- Drops reader fields without a live lease key; returns the longest read lease left (ms).
-local function reap()
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local f, count = fields[i], tonumber(fields[i + 1])
-        if f ~= 'mode' and count and string.sub(f, -6) ~= ':write' then
-            local live = false
-            for n = 1, count do
-                local ttl = redis.call('pttl', KEYS[3] .. ':' .. f .. ':rwlock_timeout:' .. n)
-                if ttl ~= -2 then
-                    live = true
-                    longest = math.max(longest, ttl)
-                end
-            end
-            if not live then
-                redis.call('hdel', KEYS[1], f)
-            end
-        end
-    end
-    return longest
-end
-
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
-    redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), reap()))
+    redis.call('pexpire', KEYS[1], math.max(tonumber(ARGV[2]), reap(KEYS[1], KEYS[3])))
     return holds
 end
 redis.call('hdel', KEYS[1], ARGV[3])
-local longest = reap()
+local longest = reap(KEYS[1], KEYS[3])
 if redis.call('hlen', KEYS[1]) <= 1 then
     redis.call('del', KEYS[1])
 else
@@ -74,5 +41,5 @@ else
         redis.call('pexpire', KEYS[1], longest)
     end
 end
-redis.call(publish, KEYS[2], ARGV[1])
+notify(publish, KEYS[2], ARGV[1])
 return 0

@@ -13,24 +13,8 @@
 -- updates the record): the record is raised to the available count, so that releasing the
 -- permits taken here later is not mistaken for an over-release.
 acl_check({'decrby', 'get', 'set', 'type'})
-local function count(key, what)
-    local t = redis.call('type', key)['ok']
-    if t == 'none' then
-        return nil
-    end
-    if t ~= 'string' then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
-    end
-    local n = tonumber(redis.call('get', key))
-    if n == nil then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
-    end
-    return n
-end
-local available = count(KEYS[1], 'the semaphore key')
-if type(available) == 'table' then return available end
-local total = count(KEYS[2], 'the semaphore total')
-if type(total) == 'table' then return total end
+local available = expect_count(KEYS[1], 'the semaphore key')
+local total = expect_count(KEYS[2], 'the semaphore total')
 available = available or 0
 local want = tonumber(ARGV[1])
 if available >= want then

@@ -16,29 +16,10 @@
 --
 -- Returns {1, available_after} (published, as Redisson does), {-1, total} when the total would
 -- go below zero, {-2, total} when it would exceed ARGV[2]; nothing changes in those cases.
-local publish = ARGV[3]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[3])
 acl_check({'get', 'set', 'type'}, publish, {KEYS[3]})
-local function count(key, what)
-    local t = redis.call('type', key)['ok']
-    if t == 'none' then
-        return nil
-    end
-    if t ~= 'string' then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
-    end
-    local n = tonumber(redis.call('get', key))
-    if n == nil then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
-    end
-    return n
-end
-local available = count(KEYS[1], 'the semaphore key')
-if type(available) == 'table' then return available end
-local total = count(KEYS[2], 'the semaphore total')
-if type(total) == 'table' then return total end
+local available = expect_count(KEYS[1], 'the semaphore key')
+local total = expect_count(KEYS[2], 'the semaphore total')
 if total ~= nil and available ~= nil and available > total then
     total = available
 end
@@ -65,5 +46,5 @@ redis.call('set', KEYS[1], value)
 if new_total ~= nil then
     redis.call('set', KEYS[2], new_total)
 end
-redis.call(publish, KEYS[3], value)
+notify(publish, KEYS[3], value)
 return {1, value}

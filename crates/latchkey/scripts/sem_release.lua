@@ -20,33 +20,14 @@
 -- A "held" release is never refused for that: those permits were taken out of the count, so
 -- giving them back is always right. When the count ends above the record, the record is raised
 -- to it: the semaphore evidently has at least that many permits.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'get', 'incrby', 'set', 'type'}, publish, {KEYS[3]})
 local mode = ARGV[3]
 if mode ~= 'held' and mode ~= 'check' then
     return redis.error_reply('ERR the release mode must be held or check')
 end
-local function count(key, what)
-    local t = redis.call('type', key)['ok']
-    if t == 'none' then
-        return nil
-    end
-    if t ~= 'string' then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
-    end
-    local n = tonumber(redis.call('get', key))
-    if n == nil then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a string that is not a count')
-    end
-    return n
-end
-local available = count(KEYS[1], 'the semaphore key')
-if type(available) == 'table' then return available end
-local total = count(KEYS[2], 'the semaphore total')
-if type(total) == 'table' then return total end
+local available = expect_count(KEYS[1], 'the semaphore key')
+local total = expect_count(KEYS[2], 'the semaphore total')
 local n = tonumber(ARGV[1])
 if mode == 'check' and total ~= nil and (available or 0) + n > total then
     return {0, total}
@@ -55,5 +36,5 @@ local value = redis.call('incrby', KEYS[1], n)
 if total ~= nil and value > total then
     redis.call('set', KEYS[2], value)
 end
-redis.call(publish, KEYS[3], value)
+notify(publish, KEYS[3], value)
 return {1, value}

@@ -8,21 +8,14 @@
 -- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
 --
 -- Returns 1 when the permits were set (and published), 0 when the semaphore already existed.
-local publish = ARGV[2]
-if publish ~= 'publish' and publish ~= 'spublish' then
-    return redis.error_reply('ERR the publish command must be publish or spublish')
-end
+local publish = publish_command(ARGV[2])
 acl_check({'exists', 'set', 'type'}, publish, {KEYS[3]})
-for i, what in ipairs({'the semaphore key', 'the semaphore total'}) do
-    local t = redis.call('type', KEYS[i])['ok']
-    if t ~= 'none' and t ~= 'string' then
-        return redis.error_reply('WRONGTYPE ' .. what .. ' holds a ' .. t .. ', not a string')
-    end
-end
+expect_type(KEYS[1], 'string', 'the semaphore key')
+expect_type(KEYS[2], 'string', 'the semaphore total')
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
 redis.call('set', KEYS[2], ARGV[1])
-redis.call(publish, KEYS[3], ARGV[1])
+notify(publish, KEYS[3], ARGV[1])
 return 1

@@ -1,29 +1,25 @@
-//! The client: connections, configuration and the background tasks every primitive shares.
+//! The client: its settings ([`ClientBuilder`]), its start (connection, pub/sub hub, watchdog,
+//! task queue, Sentinel watcher, replica state) and its accessors. The primitives' factories
+//! (`Client::lock`, `Client::semaphore`, …) live with each primitive.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::FromRedisValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{ClusterTarget, Conn, SentinelTarget, Target, Verdict};
+use crate::conn::{Conn, Target};
+use crate::connect::{redact, Endpoint, Topology};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
-use crate::pubsub::Hub;
-use crate::replica::{cluster_shards, AbsentReplicas, LostReplicas};
-use crate::sentinel_watch::{Follow, Resends};
-use crate::watchdog::{self, Registry};
-
-/// The longest object name latchkey accepts, in bytes.
-///
-/// Longer names are rejected with [`Error::InvalidArgument`] before anything is sent.
-pub const MAX_NAME_LEN: usize = 1024;
-
-/// The longest lease latchkey accepts (365 days).
-pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::pubsub::{Hub, HubSettings};
+use crate::replica::{AcquireCall, ReplicaSync, Replicas, REPLICA_LOSS_GRACE};
+use crate::sentinel_watch::{self, Follow, Resends};
+use crate::task::{self, Task};
+use crate::watchdog::{self, Registry, MAX_LEASE};
 
 /// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it, and a
 /// shorter period cannot be kept on a loaded machine.
@@ -61,29 +57,6 @@ pub struct ClientBuilder {
     pub(crate) replica_loss_grace: Duration,
 }
 
-/// Whether an acquire waits for replicas to acknowledge it (see
-/// [`ClientBuilder::replica_sync`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReplicaSync {
-    /// Follow each acquire with `WAIT 1 <1 s>` when the primary had replicas at connect time
-    /// (on a cluster: when any shard had replicas; each acquire then waits on its own shard's
-    /// primary). If a later primary has no replica at all (say, after a failover promoted the
-    /// only one), acquires on it go on without waiting; on a cluster this is decided per shard.
-    /// The default.
-    Auto,
-    /// Never wait for replicas.
-    Off,
-    /// Always wait for `replicas` replicas, up to `timeout` (on a cluster, replicas of the
-    /// shard that owns the object).
-    Require {
-        /// How many replicas must acknowledge.
-        replicas: u32,
-        /// How long to wait for them.
-        timeout: Duration,
-    },
-}
-
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
@@ -94,16 +67,6 @@ impl fmt::Debug for ClientBuilder {
             .field("subscription_linger", &self.subscription_linger)
             .field("namespace", &self.namespace)
             .finish()
-    }
-}
-
-/// Hides a password in a URL for logs and `Debug`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -119,7 +82,7 @@ impl ClientBuilder {
             subscription_linger: Duration::from_secs(1),
             namespace: None,
             replica_sync: ReplicaSync::Auto,
-            replica_loss_grace: crate::replica::REPLICA_LOSS_GRACE,
+            replica_loss_grace: REPLICA_LOSS_GRACE,
         }
     }
 
@@ -306,314 +269,34 @@ impl ClientBuilder {
     /// connect timeout, [`Error::AuthFailed`] for refused credentials.
     pub async fn connect(self) -> Result<Client> {
         self.validate()?;
-        if self.url.starts_with("rediss") || self.tls_root.is_some() {
-            // The driver's rustls needs a process-wide crypto provider; install `ring` unless the
-            // application installed one already (an error only means one is installed).
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        let endpoint = self.endpoint();
+        endpoint.install_tls_provider();
         let topology = Topology::parse(&self.url)?;
-        let target = self.target(&topology)?;
-        let conn = match tokio::time::timeout(self.connect_timeout, self.connect_conn(&target))
-            .await
-        {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(Error::from_redis(e, "connecting", "", self.connect_timeout)),
-            Err(_) => {
-                return Err(Error::Timeout {
-                    timeout: self.connect_timeout,
-                    context: "connecting",
-                })
-            }
-        };
-        // Ask something of the server now, so that missing or wrong credentials fail here,
-        // typed, rather than at the first lock.
-        let _: String = conn.query(&redis::cmd("PING"), "connecting", "").await?;
-        // Wait at most a quarter of the watchdog lease: the wait eats into it.
-        let auto_wait = (1, (self.watchdog_timeout / 4).min(Duration::from_secs(1)));
-        let mut absent = Vec::new();
-        let replica_sync = match self.replica_sync {
-            ReplicaSync::Off => None,
-            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
-            // Waits if any shard's primary has replicas (`INFO`, as off a cluster); the shards
-            // without replicas are not waited for until they are checked again.
-            ReplicaSync::Auto if conn.is_cluster() => {
-                let shards = match cluster_shards(&conn, None).await {
-                    Ok(shards) => shards,
-                    Err(e) if e.is_auth() => Vec::new(),
-                    Err(e) => return Err(e),
-                };
-                let counts = futures_util::future::join_all(
-                    shards
-                        .iter()
-                        .map(|shard| connected_replicas(&conn, shard.slots[0].0)),
-                )
-                .await;
-                let mut any = false;
-                let mut unknown = false;
-                for (shard, count) in shards.into_iter().zip(counts) {
-                    match count {
-                        Ok(n) if n > 0 => any = true,
-                        Ok(_) => absent.push(AbsentReplicas::from_now(shard.slots)),
-                        // A user without INFO (a tight ACL) cannot tell: no replica sync.
-                        Err(e) if e.is_auth() => unknown = true,
-                        Err(e) => return Err(e),
-                    }
-                }
-                (any && !unknown).then_some(auto_wait)
-            }
-            // The slot does not matter off a cluster.
-            ReplicaSync::Auto => match connected_replicas(&conn, 0).await {
-                Ok(n) if n > 0 => Some(auto_wait),
-                // A sentinel that has not heard of a failover yet may have named the demoted
-                // primary, which has lost its replicas: wait for replicas unless the sentinels
-                // vouch for it, so that the first grant there is checked (and undone).
-                // On Sentinel, auto mode stays on: a primary without replicas may have been
-                // promoted just now, and gets one soon (the demoted primary, reconfigured);
-                // every grant there checks `ROLE` on the way (see `Inner::acquire_script`), so
-                // waiting starts with the first grant after a replica joined. And a sentinel
-                // that has not heard of a failover yet may have named the demoted primary:
-                // unless the sentinels vouch for it, its first grant is waited for (and undone).
-                Ok(_) => match (conn.sentinel_primary(), conn.sentinels()) {
-                    (Some(primary), Some(sentinels)) => {
-                        if sentinels.verdict(&primary).await == Verdict::Confirmed {
-                            absent.push(AbsentReplicas::from_now(vec![(0, 16383)]));
-                        }
-                        Some(auto_wait)
-                    }
-                    _ => None,
-                },
-                // A user without INFO (a tight ACL) cannot tell: no replica sync.
-                Err(e) if e.is_auth() => None,
-                Err(e) => return Err(e),
-            },
-        };
-        Ok(Client::start(self, conn, target, replica_sync, absent))
-    }
-
-    fn longest_replica_wait(&self) -> Duration {
-        match self.replica_sync {
-            ReplicaSync::Require { timeout, .. } => timeout,
-            _ => Duration::from_secs(1),
-        }
-    }
-
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        if self.tls_root.is_none() && self.tls_identity.is_none() {
-            return None;
-        }
-        Some(redis::TlsCertificates {
-            client_tls: self.tls_identity.clone().map(|(client_cert, client_key)| {
-                redis::ClientTlsConfig {
-                    client_cert,
-                    client_key,
-                }
-            }),
-            root_cert: self.tls_root.clone(),
-        })
-    }
-
-    fn target(&self, topology: &Topology) -> Result<Target> {
-        let config_error = |e: redis::RedisError| Error::Config {
-            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
-        };
-        match topology {
-            Topology::Single(url) => {
-                let client = match self.certificates() {
-                    Some(certs) => redis::Client::build_with_tls(url.as_str(), certs),
-                    None => redis::Client::open(url.as_str()),
-                }
-                .map_err(config_error)?;
-                Ok(Target::Fixed(Box::new(client)))
-            }
-            Topology::Sentinel {
-                sentinels,
-                master,
-                node,
-            } => {
-                let node_info = redis::sentinel::SentinelNodeConnectionInfo::default()
-                    .set_redis_connection_info(node.clone());
-                let sentinel = redis::sentinel::SentinelClient::build(
-                    sentinels.clone(),
-                    master.clone(),
-                    Some(node_info),
-                    redis::sentinel::SentinelServerType::Master,
-                )
-                .map_err(config_error)?;
-                Ok(Target::Sentinel(Arc::new(SentinelTarget {
-                    client: tokio::sync::Mutex::new(sentinel),
-                    sentinels: sentinels.clone(),
-                    master: master.clone(),
-                    connect_timeout: self.connect_timeout,
-                    command_timeout: self.command_timeout,
-                })))
-            }
-            Topology::Cluster(nodes) => Ok(Target::Cluster(Arc::new(ClusterTarget {
-                nodes: nodes.clone(),
-                certificates: self.certificates(),
-                connect_timeout: self.connect_timeout,
-                command_timeout: self.command_timeout,
-                replica_wait: self.longest_replica_wait(),
-            }))),
-        }
-    }
-
-    async fn connect_conn(&self, target: &Target) -> redis::RedisResult<Conn> {
-        match target {
-            Target::Fixed(client) => {
-                let manager_config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    // Our own timeouts bound each call; the driver's must also let a replica
-                    // WAIT (see `replica_sync`) finish.
-                    .set_response_timeout(Some(
-                        self.command_timeout + self.longest_replica_wait() * 2,
-                    ))
-                    .set_number_of_retries(2)
-                    .set_max_delay(Duration::from_millis(500));
-                let manager =
-                    ConnectionManager::new_with_config((**client).clone(), manager_config).await?;
-                Ok(Conn::single(manager, self.command_timeout))
-            }
-            Target::Cluster(cluster) => {
-                let client = cluster.command_client()?;
-                let conn = client.get_async_connection().await?;
-                Ok(Conn::cluster(conn, self.command_timeout))
-            }
-            Target::Sentinel(_) => {
-                let conn = Conn::sentinel(
-                    target.clone(),
-                    self.connect_timeout,
-                    self.command_timeout + self.longest_replica_wait() * 2,
-                    self.command_timeout,
-                );
-                // Connect now, so that a wrong address or password fails here.
-                let _: String = conn
-                    .query(&redis::cmd("PING"), "connecting", "")
-                    .await
-                    .map_err(|e| match e {
-                        Error::Unreachable { source, .. }
-                        | Error::AuthFailed { source }
-                        | Error::PermissionDenied { source, .. }
-                        | Error::Redis(source) => source,
-                        other => redis::RedisError::from((
-                            redis::ErrorKind::Io,
-                            "connecting through sentinel",
-                            other.to_string(),
-                        )),
-                    })?;
-                Ok(conn)
-            }
-        }
-    }
-}
-
-/// How many replicas the primary behind `conn` has now (`INFO replication`); on a cluster, the
-/// primary that owns `slot`.
-pub(crate) async fn connected_replicas(conn: &Conn, slot: u16) -> Result<u32> {
-    let info: String = conn
-        .query_on_slot(
-            slot,
-            redis::cmd("INFO").arg("replication"),
-            "reading replication info",
-            "",
+        let target = endpoint.target(&topology)?;
+        let conn = endpoint.connect(&target).await?;
+        let replicas = Replicas::detect(
+            &conn,
+            self.replica_sync,
+            self.watchdog_timeout,
+            self.replica_loss_grace,
         )
         .await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
-        .and_then(|n| n.parse::<u32>().ok())
-        .unwrap_or(0))
-}
+        Ok(Client::start(self, conn, target, replicas))
+    }
 
-/// The deployment a URL names.
-enum Topology {
-    /// `redis://…` or `rediss://…`.
-    Single(String),
-    /// `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/<db>]`: the
-    /// sentinels' addresses and the monitored primary's name; the credentials are those of the
-    /// data nodes.
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-        node: redis::RedisConnectionInfo,
-    },
-    /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`): seed
-    /// nodes of a Redis Cluster.
-    Cluster(Vec<String>),
-}
-
-impl Topology {
-    fn parse(url: &str) -> Result<Topology> {
-        let bad = |why: &str| Error::Config {
-            reason: format!("cannot use redis url `{}`: {why}", redact(url)),
-        };
-        for (prefix, scheme) in [
-            ("redis+cluster://", "redis"),
-            ("rediss+cluster://", "rediss"),
-        ] {
-            if let Some(rest) = url.strip_prefix(prefix) {
-                let (auth, hosts) = match rest.rsplit_once('@') {
-                    Some((auth, hosts)) => (format!("{auth}@"), hosts),
-                    None => (String::new(), rest),
-                };
-                let nodes: Vec<String> = hosts
-                    .trim_end_matches('/')
-                    .split(',')
-                    .filter(|h| !h.is_empty())
-                    .map(|h| format!("{scheme}://{auth}{h}"))
-                    .collect();
-                if nodes.is_empty() {
-                    return Err(bad("no cluster node address"));
-                }
-                return Ok(Topology::Cluster(nodes));
-            }
+    /// How to reach the server, for the connection layer.
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            url: self.url.clone(),
+            tls_root: self.tls_root.clone(),
+            tls_identity: self.tls_identity.clone(),
+            connect_timeout: self.connect_timeout,
+            command_timeout: self.command_timeout,
+            replica_wait: match self.replica_sync {
+                ReplicaSync::Require { timeout, .. } => timeout,
+                _ => Duration::from_secs(1),
+            },
         }
-        let Some(rest) = url.strip_prefix("redis+sentinel://") else {
-            return Ok(Topology::Single(url.to_owned()));
-        };
-        let (auth, rest) = match rest.rsplit_once('@') {
-            Some((auth, rest)) => (Some(auth), rest),
-            None => (None, rest),
-        };
-        let (hosts, path) = rest.split_once('/').ok_or_else(|| {
-            bad("give the master name after the hosts: redis+sentinel://h:p,h:p/mymaster")
-        })?;
-        let mut path = path.split('/');
-        let master = path
-            .next()
-            .filter(|m| !m.is_empty())
-            .ok_or_else(|| bad("the master name is empty"))?;
-        let db = match path.next() {
-            Some(db) if !db.is_empty() => db
-                .parse::<i64>()
-                .map_err(|_| bad("the database is not a number"))?,
-            _ => 0,
-        };
-        let sentinels: Vec<String> = hosts
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(|h| format!("redis://{h}"))
-            .collect();
-        if sentinels.is_empty() {
-            return Err(bad("no sentinel address"));
-        }
-        let mut node = redis::RedisConnectionInfo::default().set_db(db);
-        if let Some(auth) = auth {
-            let (user, password) = match auth.split_once(':') {
-                Some((user, password)) => (user, password),
-                None => ("", auth),
-            };
-            if !user.is_empty() {
-                node = node.set_username(user);
-            }
-            if !password.is_empty() {
-                node = node.set_password(password);
-            }
-        }
-        Ok(Topology::Sentinel {
-            sentinels,
-            master: master.to_owned(),
-            node,
-        })
     }
 }
 
@@ -649,28 +332,34 @@ pub(crate) struct Inner {
     /// waiters (see `scripts/lock_release.lua`). At least 2, below 2^63, so that Redisson
     /// clients, which read lock messages as Java longs, ignore it.
     pub(crate) wake_id: u64,
-    /// `(replicas, timeout)` when acquires wait for replicas (see [`ClientBuilder::replica_sync`]).
-    pub(crate) replica_sync: Option<(u32, Duration)>,
-    /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
-    /// primary that lost its replicas fails acquires instead of carrying on without them.
-    pub(crate) replica_sync_required: bool,
-    /// The primaries auto mode found without replicas (on a cluster, by the slots of each such
-    /// shard; elsewhere all slots): acquires on them do not wait for replicas until the entry's
-    /// time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
-    pub(crate) replicas_absent: Arc<std::sync::Mutex<Vec<AbsentReplicas>>>,
-    /// Primaries found without replicas after they had some, refused for a grace period.
-    pub(crate) replicas_lost: std::sync::Mutex<Vec<LostReplicas>>,
-    /// The Sentinel primary this client last saw with replicas.
-    pub(crate) primary_with_replicas: Arc<std::sync::Mutex<Option<Arc<str>>>>,
+    /// Whether acquires wait for replicas, and what the client knows of them.
+    pub(crate) replicas: Replicas,
     /// Follows a Sentinel failover (reconnects, releases again what the old primary took).
     pub(crate) follow: Follow,
     pub(crate) conn: Conn,
     pub(crate) config: ClientBuilder,
     pub(crate) hub: Hub,
     pub(crate) registry: Arc<Registry>,
-    pub(crate) background: mpsc::UnboundedSender<watchdog::Task>,
+    pub(crate) background: mpsc::UnboundedSender<Task>,
     handles: AtomicU64,
     shutdown: CancellationToken,
+}
+
+impl Inner {
+    /// Runs an acquire script, waiting for replicas as the client's replica sync asks: see
+    /// [`Replicas::acquire_script`].
+    ///
+    /// A plain function returning that future, not an `async fn` around it: one more layer of
+    /// future nesting overflows the compiler's trait-solving depth in the crates that await it.
+    pub(crate) fn acquire_script<'a, T: FromRedisValue + 'a>(
+        &'a self,
+        call: AcquireCall<'a>,
+        granted: impl FnOnce(&T) -> bool + 'a,
+        undo: impl FnOnce() -> Task + 'a,
+    ) -> impl Future<Output = Result<T>> + 'a {
+        self.replicas
+            .acquire_script(&self.conn, &self.follow, call, granted, undo)
+    }
 }
 
 impl Drop for Inner {
@@ -717,66 +406,42 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    fn start(
-        config: ClientBuilder,
-        conn: Conn,
-        target: Target,
-        replica_sync: Option<(u32, Duration)>,
-        replicas_absent: Vec<AbsentReplicas>,
-    ) -> Client {
+    fn start(config: ClientBuilder, conn: Conn, target: Target, replicas: Replicas) -> Client {
         let shutdown = CancellationToken::new();
         let registry = Arc::new(Registry::new());
         let id = uuid::Uuid::new_v4();
         let wake_id = 2 + ((id.as_u128() >> 66) as u64);
-        let background = watchdog::start(
+        watchdog::start(
             conn.clone(),
             registry.clone(),
             config.watchdog_timeout,
             config.command_timeout,
             shutdown.clone(),
         );
+        let background = task::start(conn.clone(), shutdown.clone());
         let hub = Hub::start(
             target,
-            &config,
+            HubSettings {
+                connect_timeout: config.connect_timeout,
+                command_timeout: config.command_timeout,
+                linger: config.subscription_linger,
+            },
             wake_id,
             background.clone(),
             shutdown.clone(),
         );
-        // The primary this client has seen with replicas: the one it connected to, unless it
-        // found none there.
-        let primary_with_replicas = if replicas_absent.is_empty() {
-            replica_sync.and(conn.sentinel_primary())
-        } else {
-            None
-        };
-        let replicas_absent = Arc::new(std::sync::Mutex::new(replicas_absent));
-        let primary_with_replicas = Arc::new(std::sync::Mutex::new(primary_with_replicas));
-        let (absent, seen) = (replicas_absent.clone(), primary_with_replicas.clone());
         let follow = Follow {
             conn: conn.clone(),
             hub_reconnect: hub.reconnect_callback(),
             resends: Arc::new(Resends::new(conn.sentinels().is_some())),
             last_moved: Arc::default(),
         };
-        crate::sentinel_watch::start(
-            follow.clone(),
-            // A replica attached to `primary`: it has been seen with a replica (losing it later
-            // is a loss), and acquires wait for replicas again from the next one on.
-            Arc::new(move |primary: &str| {
-                *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::from(primary));
-                absent.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            }),
-            shutdown.clone(),
-        );
+        sentinel_watch::start(follow.clone(), replicas.joined_callback(), shutdown.clone());
         Client {
             inner: Arc::new(Inner {
                 id: id.to_string(),
                 wake_id,
-                replica_sync,
-                replica_sync_required: matches!(config.replica_sync, ReplicaSync::Require { .. }),
-                replicas_absent,
-                replicas_lost: std::sync::Mutex::new(Vec::new()),
-                primary_with_replicas,
+                replicas,
                 follow,
                 conn,
                 config,
@@ -799,38 +464,10 @@ impl Client {
         self.inner.config.watchdog_timeout
     }
 
-    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
-    ///
-    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
-    /// handle share its owner id, so they re-enter each other's holds.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let lock = client.lock("orders:1001");
-    /// let guard = lock.lock().await?;
-    /// assert_eq!(lock.hold_count().await?, 1);
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
-    }
-
     /// A token cancelled when the client shuts down (its last clone is dropped), for background
     /// tasks that must stop with the client without keeping it alive.
     pub(crate) fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
-    }
-
-    /// The name an object called `name` has in Redis: `<namespace>:<name>`, or `name`.
-    pub(crate) fn object_name(&self, name: &str) -> String {
-        match &self.inner.config.namespace {
-            Some(ns) => format!("{ns}:{name}"),
-            None => name.to_owned(),
-        }
     }
 
     /// The namespace set with [`ClientBuilder::namespace`], if any.
@@ -846,7 +483,7 @@ impl Client {
 
     /// Whether acquires wait for replicas, and for how many (see [`ClientBuilder::replica_sync`]).
     pub fn replica_sync(&self) -> Option<(u32, Duration)> {
-        self.inner.replica_sync
+        self.inner.replicas.sync()
     }
 
     /// How many pub/sub channels this client is subscribed to right now (including lingering
@@ -859,60 +496,6 @@ impl Client {
     pub fn tracked_lock_count(&self) -> usize {
         self.inner.registry.len()
     }
-}
-
-/// Checks an object name: non-empty, at most [`MAX_NAME_LEN`] bytes, no reserved prefix, and
-/// not one whole hash tag (see [`whole_name_hash_tag`]).
-pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid(
-            "name",
-            "the name is empty; give a non-empty name",
-        ));
-    }
-    if name.starts_with("redisson_") || name.starts_with("latchkey_") {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` starts with a prefix reserved for the keys latchkey and Redisson derive \
-                 from object names (`redisson_`, `latchkey_`); choose another name"
-            ),
-        ));
-    }
-    if name == "{}" {
-        return Err(Error::invalid(
-            "name",
-            "`{}` is an empty hash tag, not a name; give a name with text in it",
-        ));
-    }
-    if let Some(tag) = whole_name_hash_tag(name) {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` is one hash tag and would share its derived keys (fencing counter, \
-                 channel, queues) with the object `{tag}`; name it `{tag}`, which already keeps \
-                 all its keys in one cluster slot, or put text outside the braces"
-            ),
-        ));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "the name is {} bytes long; the limit is {MAX_NAME_LEN} bytes",
-                name.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// `Some(X)` when `name` is `{X}` and `X` has no `{`: Redisson's `prefixName` / `suffixName`
-/// derive the same keys for `{X}` and for `X` (`prefix:{X}`), so the two would share their
-/// fencing counter, channels and queues. Such names are refused.
-fn whole_name_hash_tag(name: &str) -> Option<&str> {
-    let tag = name.strip_prefix('{')?.strip_suffix('}')?;
-    (!tag.contains('{')).then_some(tag)
 }
 
 /// Lazy clients (RedLock nodes that may be down when a service starts).
@@ -969,101 +552,11 @@ impl ClientBuilder {
                     .to_owned(),
             });
         }
-        if self.url.starts_with("rediss") || self.tls_root.is_some() {
-            // As in `connect`: the driver's rustls needs a process-wide crypto provider.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let target = self.target(&topology)?;
-        let Target::Fixed(server) = &target else {
-            return Err(Error::Config {
-                reason: format!(
-                    "`{}` is not a single server; only `redis://` and `rediss://` clients can be \
-                     lazy, use `connect` for Sentinel and Cluster",
-                    redact(&self.url)
-                ),
-            });
-        };
-        // As a connected client's manager (see `connect_conn`), but without connection
-        // retries: a command on an unreachable server fails at once with that error, instead of
-        // waiting out the retry delays (up to the command or per-node timeout, as a `Timeout`).
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.command_timeout + self.longest_replica_wait() * 2))
-            .set_number_of_retries(0);
-        let manager = ConnectionManager::new_lazy_with_config((**server).clone(), manager_config)
-            .map_err(|e| Error::Config {
-            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
-        })?;
-        let conn = Conn::single(manager, self.command_timeout);
-        let replica_sync = match self.replica_sync {
-            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
-            ReplicaSync::Auto | ReplicaSync::Off => None,
-        };
-        Ok(Client::start(self, conn, target, replica_sync, Vec::new()))
-    }
-}
-
-/// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
-pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
-        ));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
-        ));
-    }
-    Ok(lease.as_millis() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact("redis://user:secret@host:1/0"),
-            "redis://***@host:1/0"
-        );
-        assert_eq!(redact("redis://host:1"), "redis://host:1");
-    }
-
-    #[test]
-    fn names_and_leases_are_checked() {
-        assert!(check_name("").unwrap_err().is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
-        assert!(check_name("redisson_lock_token:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("latchkey_lock_queue:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("orders:{1001}").is_ok());
-        assert!(check_name("{1001}:orders").is_ok());
-        assert!(check_name("{a}{b}").is_ok());
-        for whole_tag in ["{a}", "{}", "{a}b}", "{orders:1001}"] {
-            assert!(
-                check_name(whole_tag).unwrap_err().is_invalid_argument(),
-                "{whole_tag}"
-            );
-        }
-        assert!(check_lease(Duration::ZERO)
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(Duration::from_micros(999))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
+        let endpoint = self.endpoint();
+        endpoint.install_tls_provider();
+        let target = endpoint.target(&topology)?;
+        let conn = endpoint.connect_lazy(&target)?;
+        let replicas = Replicas::lazy(&conn, self.replica_sync, self.replica_loss_grace);
+        Ok(Client::start(self, conn, target, replicas))
     }
 }

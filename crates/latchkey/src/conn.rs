@@ -14,38 +14,8 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
-/// The Redis Cluster hash slot of `key` (CRC16 of its hash tag, modulo 16384).
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
-    let tag = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&close| close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
-}
-
 use crate::error::{Error, Result};
-
-#[cfg(test)]
-mod tests {
-    use super::key_slot;
-
-    #[test]
-    fn slots_follow_hash_tags() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(key_slot(b"123456789"), 12739);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_eq!(key_slot(b"redisson_lock__channel:{a}"), key_slot(b"a"));
-    }
-}
+use crate::keys::key_slot;
 
 /// Where the primary (or, for a cluster, the seed nodes) is.
 #[derive(Clone)]

@@ -2,33 +2,24 @@
 //! asked for it, across every client. See [`FairLock`] for the design.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client, MAX_LEASE};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::prefix_name;
-use crate::lock::LockOptions;
+use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
+use crate::keys::{check_name, FairLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
-use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 
-static FAIR_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_acquire.lua")));
-static FAIR_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_release.lua")));
-static FAIR_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_leave.lua")));
-static FAIR_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("fair_force_unlock.lua")));
+use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
 /// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
 /// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
@@ -50,9 +41,6 @@ pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The shortest thread wait time (waiter timeout) accepted (300 ms): live waiters refresh their
 /// place every third of it.
 pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// The longest a waiter sleeps between attempts (less with a short waiter timeout).
-pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
 
 /// A distributed reentrant lock that waiters get in arrival order (first come, first served),
 /// kept in Redis in Redisson's `RFairLock` layout.
@@ -183,36 +171,83 @@ impl Client {
     }
 }
 
-enum Attempt {
-    Granted(FairLockGuard),
-    /// Not granted; retry after this many ms at the latest (-1: no expiry). `entry` is set
-    /// when the caller is queued.
-    Waiting {
-        retry_after: i64,
-        entry: Option<QueueEntry>,
-    },
-    /// The script call timed out while this handle held nothing and had no other attempt or
-    /// release under way; trying again is safe (see `lock.rs`).
-    Stalled(Error),
+/// One fair-lock attempt: the wait loop's answer, and the queue entry of a waiter that was
+/// queued by it.
+struct FairAttempt {
+    attempt: Attempt<FairLockGuard>,
+    entry: Option<QueueEntry>,
+}
+
+lock_methods! {
+    FairLock -> FairLockGuard;
+    /// Acquires the lock, waiting for every earlier waiter to have had it. The lease is the
+    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
+    /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    /// The place in the queue is kept meanwhile.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
+    /// behind: the queue entry is removed by the client's background task (waking the next
+    /// waiter if this one was first), and a hold granted by a script that was already running
+    /// is released there too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name or waiter timeout, [`Error::WrongType`](crate::Error::WrongType) if one
+    /// of the lock's keys holds another type (nothing is changed then), connection errors
+    /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again, which wakes the next in line
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // … the critical section …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    lock;
+    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not this handle's
+    /// turn in time (its queue entry is then removed at once). `Duration::ZERO` tries once
+    /// without queueing: it fails while anybody holds the lock or waits for it. The lease is
+    /// renewed by the watchdog.
+    try_lock;
 }
 
 impl FairLock {
     fn new(client: Client, name: String) -> FairLock {
         let field = client.next_owner();
-        let key = client.object_name(&name);
-        let channel_prefix = prefix_name("redisson_lock__channel", &key);
+        let keys = FairLockKeys::new(client.namespace(), &name);
         FairLock {
             inner: Arc::new(FairInner {
+                channel: keys.channel(&field),
                 hold: HoldKey {
                     kind: "fair_lock",
-                    key: Arc::from(key.as_str()),
+                    key: keys.hash,
                     field: Arc::from(field.as_str()),
                 },
-                token_key: Arc::from(prefix_name("redisson_lock_token", &key)),
-                queue_key: Arc::from(prefix_name("redisson_lock_queue", &key)),
-                deadlines_key: Arc::from(prefix_name("redisson_lock_timeout", &key)),
-                channel: Arc::from(format!("{channel_prefix}:{field}")),
-                channel_prefix: Arc::from(channel_prefix),
+                token_key: keys.token,
+                queue_key: keys.queue,
+                deadlines_key: keys.deadlines,
+                channel_prefix: keys.channel_prefix,
                 waiter_timeout: DEFAULT_WAITER_TIMEOUT,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,
@@ -256,7 +291,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
     /// [`MAX_LEASE`]; the handle is not changed then.
     ///
     /// # Examples
@@ -306,155 +341,6 @@ impl FairLock {
         }
     }
 
-    /// Acquires the lock, waiting for every earlier waiter to have had it. The lease is the
-    /// client's watchdog timeout, renewed by the watchdog until the guard is released.
-    ///
-    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
-    /// returns at once.
-    ///
-    /// # Redis stalls
-    ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
-    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
-    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
-    /// had no other acquire or release under way: a grant that the timed-out call made after all is
-    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
-    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
-    /// could count one hold twice. The leases of held locks are unchanged.
-    /// The place in the queue is kept meanwhile.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
-    /// behind: the queue entry is removed by the client's background task (waking the next
-    /// waiter if this one was first), and a hold granted by a script that was already running
-    /// is released there too.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for a bad name or waiter timeout, [`Error::WrongType`] if one
-    /// of the lock's keys holds another type (nothing is changed then), connection errors
-    /// ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
-    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
-    /// acknowledged the grant in time: the hold was released again, which wakes the next in line
-    /// ([`Error::is_not_replicated`]).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// // … the critical section …
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<FairLockGuard> {
-        match Box::pin(self.acquire(Lease::Watchdog, None)).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
-    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not this handle's
-    /// turn in time (its queue entry is then removed at once). `Duration::ZERO` tries once
-    /// without queueing: it fails while anybody holds the lock or waits for it. The lease is
-    /// renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match lock.try_lock(Duration::from_millis(500)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("still others ahead, try later"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<FairLockGuard>> {
-        let deadline = deadline_after(wait)?;
-        Box::pin(self.acquire(Lease::Watchdog, Some(deadline))).await
-    }
-
-    /// Acquires the lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
-    /// wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let guard = lock
-    ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1)))
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<FairLockGuard> {
-        let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
-    }
-
-    /// Like [`FairLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`FairLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = lock.try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<FairLockGuard>> {
-        let lease = lease_of(options)?;
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
-        Box::pin(self.acquire(lease, deadline)).await
-    }
-
     fn check_waiter_timeout(&self) -> Result<()> {
         check_thread_wait_time(self.inner.waiter_timeout)
     }
@@ -474,85 +360,53 @@ impl FairLock {
     ) -> Result<Option<FairLockGuard>> {
         check_name(&self.inner.name)?;
         self.check_waiter_timeout()?;
-        let cap = self.park_cap();
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        // A clone of this handle may already listen on the owner's channel: join it (no I/O).
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
+        // The caller's place in the queue. Dropped without being disarmed (give-up, error,
+        // cancellation), it leaves the queue.
+        let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
+        let waiting = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Lock,
+            on_leave: None,
+            max_park: self.park_cap(),
+            pass_on_unused_wake: false,
         };
-        let mut covered = subscription.is_some();
-        // Dropped without being disarmed (give-up, error, cancellation), it leaves the queue.
-        let mut entry: Option<QueueEntry> = None;
-        loop {
-            let retry_after = match self.attempt(lease, park_for(deadline, cap)).await? {
-                Attempt::Granted(guard) => {
-                    if let Some(entry) = entry.take() {
-                        entry.disarm();
-                    }
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(guard));
-                }
-                Attempt::Waiting {
-                    retry_after,
-                    entry: queued,
-                } => {
+        let granted = waiting
+            .run(deadline, |turn| {
+                let entry = &entry;
+                async move {
+                    let FairAttempt {
+                        attempt,
+                        entry: queued,
+                    } = self.attempt(lease, turn.park).await?;
                     if queued.is_some() {
-                        // The new guard is counted already, so replacing the old one never
-                        // lets the count touch zero.
-                        entry = queued;
+                        // The new entry is counted already, so replacing the old one never lets
+                        // the count touch zero.
+                        *entry.lock().unwrap_or_else(|e| e.into_inner()) = queued;
                     }
-                    retry_after
+                    Ok(attempt)
                 }
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
+            })
+            .await?;
+        if granted.is_some() {
+            if let Some(entry) = entry.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                entry.disarm();
             }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: a wake-up between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                match hub.subscribe(channel, WakePolicy::Lock, None).await {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                    }
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            let mut until = now + retry_park(retry_after, cap);
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
         }
+        Ok(granted)
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard or queue entry it carries is dropped there, which releases the hold or
     /// leaves the queue.
-    async fn attempt(&self, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
         let lock = self.clone();
         detached(async move { lock.attempt_inner(lease, park).await }).await?
     }
 
-    async fn attempt_inner(&self, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt_inner(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
         let inner = &self.inner;
         let client = &inner.client.inner;
-        let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = lease_ms(lease, watchdog_timeout);
-        // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
-        let attempt = client.registry.begin_attempt(&inner.hold);
         let keys = [
             &*inner.hold.key,
             &*inner.token_key,
@@ -560,103 +414,82 @@ impl FairLock {
             &*inner.deadlines_key,
             &*inner.channel_prefix,
         ];
-        let args = [
-            lease_ms.to_string(),
-            inner.hold.field.to_string(),
-            (inner.waiter_timeout.as_millis() as u64).to_string(),
-            (park.as_millis() as u64).to_string(),
-            UNLOCK_MESSAGE.to_owned(),
-            client.conn.publish_command().to_owned(),
-            if attempt.alone { "1" } else { "0" }.to_owned(),
-        ];
-        let sent_at = Instant::now();
-        // With replica sync, a grant too few replicas acknowledged is undone: the release script
-        // gives back the one hold just granted (with this lease for any holds left, as an
-        // unlock would), which wakes the next in line if the lock is free again; the attempt
-        // then fails with NotReplicated, and the caller's queue entry (removed by the grant) is
-        // cleaned up as for any other error.
-        let reply: Vec<i64> = match client
-            .acquire_script(
-                AcquireCall {
-                    script: &FAIR_ACQUIRE,
-                    keys: &keys,
-                    args: &args,
-                    context: "acquiring a fair lock",
-                    name: &inner.name,
-                },
-                |reply: &Vec<i64>| reply.first() == Some(&1),
-                || self.release_task(lease_ms),
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
-            Err(err) => return Err(err),
+        let args = |lease_ms: u64| {
+            vec![
+                lease_ms.to_string(),
+                inner.hold.field.to_string(),
+                (inner.waiter_timeout.as_millis() as u64).to_string(),
+                (park.as_millis() as u64).to_string(),
+                UNLOCK_MESSAGE.to_owned(),
+                client.conn.publish_command().to_owned(),
+            ]
         };
-        match reply.as_slice() {
-            [1, token, holds] => {
-                let ticket = client.registry.acquired(
-                    inner.hold.clone(),
-                    &inner.name,
-                    *holds as u64,
-                    lease,
-                    watchdog_timeout,
-                    sent_at,
-                    Arc::new(LockRenewal {
-                        key: inner.hold.key.clone(),
-                        field: inner.hold.field.clone(),
-                    }),
-                );
-                Ok(Attempt::Granted(FairLockGuard {
-                    lock: self.clone(),
-                    ticket,
-                    lease,
-                    fencing_token: *token as u64,
-                    released: false,
-                }))
-            }
-            [0, retry_after, queued] => Ok(Attempt::Waiting {
-                retry_after: *retry_after,
-                entry: (*queued == 1).then(|| QueueEntry::new(self.clone())),
-            }),
-            other => Err(unexpected("the fair lock script", other)),
-        }
+        let renewal = || -> Arc<dyn Renewal> {
+            Arc::new(LockRenewal {
+                key: inner.hold.key.clone(),
+                field: inner.hold.field.clone(),
+            })
+        };
+        // With replica sync, a grant too few replicas acknowledged is undone: the release script
+        // gives back the one hold just granted, which wakes the next in line if the lock is
+        // free again; the attempt then fails with NotReplicated, and the caller's queue entry
+        // (removed by the grant) is cleaned up as for any other error.
+        let mut entry = None;
+        let attempt = attempt_hold(
+            self,
+            lease,
+            AcquireCall {
+                script: &FAIR_ACQUIRE,
+                keys: &keys,
+                args: &[],
+                context: "acquiring a fair lock",
+                name: &inner.name,
+            },
+            args,
+            renewal,
+            |core| FairLockGuard { core },
+            |reply| match reply {
+                [0, retry_after, queued] => {
+                    entry = (*queued == 1).then(|| QueueEntry::new(self.clone()));
+                    Ok(Attempt::retry_after_ms(*retry_after))
+                }
+                other => Err(unexpected("the fair lock script", other)),
+            },
+        )
+        .await?;
+        Ok(FairAttempt { attempt, entry })
     }
 
     /// The script call that removes this owner's queue entry.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &FAIR_LEAVE,
-            keys: self.queue_keys(),
-            args: vec![
+        Task::new(
+            &FAIR_LEAVE,
+            self.queue_keys(),
+            vec![
                 inner.hold.field.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
                 (inner.waiter_timeout.as_millis() as u64).to_string(),
             ],
-            context: "leaving a fair lock's queue",
-            release: None,
-            lost: None,
-        }
+            "leaving a fair lock's queue",
+        )
     }
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &FAIR_RELEASE,
-            keys: self.queue_keys(),
-            args: vec![
+        Task::new(
+            &FAIR_RELEASE,
+            self.queue_keys(),
+            vec![
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a fair lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a fair lock",
+        )
     }
 
     /// KEYS of the release, leave and force-unlock scripts.
@@ -678,7 +511,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -709,7 +542,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -775,7 +608,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the queue key is not a list.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the queue key is not a list.
     ///
     /// # Examples
     ///
@@ -808,7 +641,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///
@@ -890,193 +723,36 @@ impl Drop for QueueEntry {
 /// Dropping it never blocks: the release is handed to the client's background task.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct FairLockGuard {
-    lock: FairLock,
-    ticket: Ticket,
-    lease: Lease,
-    fencing_token: u64,
-    released: bool,
+    core: GuardCore<FairLock>,
 }
 
-impl fmt::Debug for FairLockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FairLockGuard")
-            .field("lock", &self.lock.inner.name)
-            .field("fencing_token", &self.fencing_token)
-            .field("lease", &self.lease)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+lock_guard!(FairLockGuard, "client.fair_lock(\"orders:1001\").lock()");
 
 impl FairLockGuard {
-    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
-    /// this lock (the counter is shared with [`Lock`](crate::Lock) of the same name; re-entered
-    /// holds share their holder's token). Give it to the storage you write to, and have the
-    /// storage refuse writes with a token smaller than one it has seen.
-    pub fn fencing_token(&self) -> u64 {
-        self.fencing_token
-    }
-
     /// The lock this guard holds.
     pub fn lock(&self) -> &FairLock {
-        &self.lock
-    }
-
-    /// Whether the hold is known to be lost (see [`FairLockGuard::lost`]).
-    pub fn is_lost(&self) -> bool {
-        self.ticket.lost.is_cancelled()
-    }
-
-    /// Resolves when the hold is lost: the watchdog found the lock gone or owned by someone else,
-    /// renewals failed until the lease ran out, or a fixed lease ran out. After that the critical
-    /// section is no longer protected. The future owns what it needs, so it can be raced against
-    /// the work with `tokio::select!`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// # async fn long_job() {}
-    /// let guard = lock.lock().await?;
-    /// tokio::select! {
-    ///     _ = guard.lost() => eprintln!("lock lost, stopping"),
-    ///     _ = long_job() => guard.unlock().await?,
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.ticket.lost.clone().cancelled_owned()
-    }
-
-    /// Releases this hold now and waits for Redis to confirm it; if it was the last hold, the
-    /// first waiter in line is woken.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future before it completes still releases the hold: either the release
-    /// script was already sent, or the guard's drop hands it to the background task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
-    /// is changed then, and a successor's lock is untouched. Connection errors if Redis cannot
-    /// be reached; the hold then expires with its lease, unless this handle acquires again
-    /// first: its next acquire takes the stranded hold over as a new hold (one hold, a new
-    /// fencing token).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        let inner = &self.lock.inner;
-        let client = &inner.client;
-        let release = client.inner.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.inner.config.watchdog_timeout,
-        );
-        let Release::Redis { lease_ms, mark, .. } = release else {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        };
-        let left: i64 = self
-            .lock
-            .release_task(lease_ms)
-            .releasing(mark)
-            .run_detached(&client.inner.conn, &inner.name)
-            .await?;
-        if left < 0 {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        }
-        Ok(())
+        self.core.held()
     }
 }
 
-impl Drop for FairLockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let inner = &self.lock.inner;
-        let client = &inner.client.inner;
-        let release = client.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        if let Release::Redis { lease_ms, mark, .. } = release {
-            let _ = client
-                .background
-                .send(self.lock.release_task(lease_ms).releasing(mark));
-        }
+impl Holds for FairLock {
+    fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.inner.hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        FairLock::release_task(self, lease_ms)
     }
 }
 
-// Helpers shared with the read-write lock.
-
-/// The lease asked for by `options`, checked.
-pub(crate) fn lease_of(options: LockOptions) -> Result<Lease> {
-    match options.lease_value() {
-        Some(lease) => {
-            check_lease(lease)?;
-            Ok(Lease::Fixed(lease))
-        }
-        None => Ok(Lease::Watchdog),
-    }
-}
-
-/// The lease in milliseconds that a script sets for `lease`.
-pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
-    match lease {
-        Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-        Lease::Fixed(d) => d.as_millis() as u64,
-    }
-}
-
-/// The instant `wait` from now.
-pub(crate) fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
-}
-
-/// How long a waiter with this deadline may park between attempts (zero: it does not wait).
-pub(crate) fn park_for(deadline: Option<Instant>, cap: Duration) -> Duration {
-    match deadline {
-        None => cap,
-        Some(d) => d.saturating_duration_since(Instant::now()).min(cap),
-    }
-}
-
-/// How long to park after a failed attempt that reported `retry_after` ms (-1: no expiry).
-pub(crate) fn retry_park(retry_after: i64, cap: Duration) -> Duration {
-    match retry_after {
-        ms if ms >= 0 => Duration::from_millis(ms as u64).clamp(Duration::from_millis(1), cap),
-        _ => cap,
-    }
-}
-
-/// Checks a thread wait time (waiter timeout).
 fn check_thread_wait_time(wait: Duration) -> Result<()> {
     if wait < MIN_WAITER_TIMEOUT || wait > MAX_LEASE {
         return Err(Error::invalid(
@@ -1087,13 +763,4 @@ fn check_thread_wait_time(wait: Duration) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// An error for a script reply of an unexpected shape.
-pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
-    Error::Redis(redis::RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        what,
-        format!("unexpected reply {reply:?}"),
-    )))
 }

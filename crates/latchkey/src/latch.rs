@@ -1,23 +1,18 @@
 //! The count-down latch, compatible with Redisson's `RCountDownLatch`.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
-use crate::conn::key_slot;
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::{check_name, LatchKeys};
 use crate::pubsub::WakePolicy;
-use crate::semaphore::{park_until, MAX_PARK};
-use crate::stall::pause_before_retry;
+use crate::wait::{deadline_after, Attempt, Waiting, MAX_PARK};
 
-static LATCH_SET_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_set_count.lua")));
-static LATCH_COUNT_DOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("latch_count_down.lua")));
+use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};
 
 /// Redisson's `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
 const ZERO_COUNT_MESSAGE: &str = "0";
@@ -63,7 +58,7 @@ struct LatchInner {
     name: String,
     /// The count's key: the name under the client's namespace.
     key: String,
-    /// The channel counts and openings are published on (see [`channel_name`]).
+    /// The channel counts and openings are published on (see [`LatchKeys`]).
     channel: String,
 }
 
@@ -91,39 +86,17 @@ impl Client {
     /// ```
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = LatchKeys::new(self.namespace(), &name, self.inner.conn.is_cluster());
         CountDownLatch {
             inner: Arc::new(LatchInner {
                 client: self.clone(),
-                channel: channel_name(&key, self.inner.conn.is_cluster()),
-                key,
+                channel: keys.channel,
+                key: keys.count,
                 name,
             }),
         }
     }
 }
-
-/// The channel of the latch whose count is at `key`.
-///
-/// Redisson's `getChannelName` is `redisson_countdownlatch__channel__{<key>}` for every key (it
-/// does not use `prefixName`). That channel is kept everywhere it shares the key's Redis
-/// Cluster slot, which is on every deployment but a cluster, and on a cluster for every key
-/// without a `}`. A key with its own hash tag (`orders{eu}:1`) would put Redisson's channel in
-/// another slot than the count (`orders{eu` is hashed, not `eu`), and the scripts, which publish
-/// with `spublish` and name the channel in `KEYS`, would fail with `CROSSSLOT` (Redisson's own
-/// latch fails so on a cluster). There the channel is
-/// `redisson_countdownlatch__channel__<key>`, which keeps the key's hash tag.
-fn channel_name(key: &str, cluster: bool) -> String {
-    let redisson = format!("{LATCH_CHANNEL_PREFIX}{{{key}}}");
-    if !cluster || key_slot(redisson.as_bytes()) == key_slot(key.as_bytes()) {
-        redisson
-    } else {
-        format!("{LATCH_CHANNEL_PREFIX}{key}")
-    }
-}
-
-/// What Redisson puts before the latch's key in its channel's name.
-const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 
 impl CountDownLatch {
     /// The latch's name as given to [`Client::count_down_latch`], without the client's
@@ -321,81 +294,29 @@ impl CountDownLatch {
     /// # }
     /// ```
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now().checked_add(timeout).ok_or_else(|| {
-            Error::invalid(
-                "timeout",
-                format!("{timeout:?} overflows the clock; use `wait()` to wait without a limit"),
-            )
-        })?;
+        let deadline = deadline_after(timeout, "`wait()`")?;
         self.wait_until(Some(deadline)).await
     }
 
-    /// The count, read again after a command timeout while `deadline` leaves time (a read:
-    /// always safe to repeat).
-    async fn count_through_stalls(&self, deadline: Option<Instant>) -> Result<u64> {
-        loop {
-            match self.count().await {
-                Err(err) => pause_before_retry(err, deadline).await?,
-                done => return done,
-            }
-        }
-    }
-
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
-        if self.count_through_stalls(deadline).await? == 0 {
-            return Ok(true);
+        let opened = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::All,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         }
-        let hub = &self.inner.client.inner.hub;
-        let channel = &self.inner.channel;
-        let subscription = loop {
-            if let Some(subscription) = hub.try_join(channel, || None) {
-                break subscription;
-            }
-            match hub.subscribe(channel, WakePolicy::All, None).await {
-                Ok(subscription) => break subscription,
-                Err(err) => pause_before_retry(err, deadline).await?,
-            }
-        };
-        // Subscribed: a zero-count message published from now on wakes us, so check again.
-        loop {
-            if self.count_through_stalls(deadline).await? == 0 {
-                subscription.finish();
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(false);
-            }
-            subscription
-                .wait_until(park_until(now, MAX_PARK, deadline))
-                .await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_channel_is_redissons_unless_that_leaves_the_keys_slot() {
-        for cluster in [false, true] {
-            assert_eq!(
-                channel_name("ready", cluster),
-                "redisson_countdownlatch__channel__{ready}"
-            );
-        }
-        assert_eq!(
-            channel_name("orders{eu}:1", false),
-            "redisson_countdownlatch__channel__{orders{eu}:1}"
-        );
-        let tagged = channel_name("orders{eu}:1", true);
-        assert_eq!(tagged, "redisson_countdownlatch__channel__orders{eu}:1");
-        assert_eq!(key_slot(tagged.as_bytes()), key_slot(b"eu"));
-        // A `{` without a closing brace is no hash tag: Redisson's channel shares the slot.
-        assert_eq!(
-            channel_name("a{b", true),
-            "redisson_countdownlatch__channel__{a{b}"
-        );
+        .run(deadline, |_| async {
+            Ok(match self.count().await {
+                Ok(0) => Attempt::Granted(()),
+                Ok(_) => Attempt::retry_after_ms(-1),
+                // A read: always safe to repeat after a command timeout.
+                Err(err) if err.is_uncertain() => Attempt::Stalled(err),
+                Err(err) => return Err(err),
+            })
+        })
+        .await?;
+        Ok(opened.is_some())
     }
 }

@@ -5,8 +5,10 @@
 mod client;
 mod codec;
 mod conn;
+mod connect;
 mod error;
 mod fair_lock;
+mod guard;
 mod keys;
 mod latch;
 mod lock;
@@ -22,14 +24,18 @@ mod semaphore;
 mod sentinel_watch;
 mod stall;
 mod task;
+mod wait;
 mod watchdog;
 
-pub use client::{
-    Client, ClientBuilder, ReplicaSync, MAX_LEASE, MAX_NAME_LEN, MIN_WATCHDOG_TIMEOUT,
-};
+#[cfg(test)]
+mod layers_test;
+
+pub use client::{Client, ClientBuilder, MIN_WATCHDOG_TIMEOUT};
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
+pub use guard::Guard;
+pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};
@@ -41,5 +47,7 @@ pub use queue::{
 pub use redlock::{
     RedLock, RedLockBuilder, RedLockGuard, DEFAULT_PER_NODE_TIMEOUT, DEFAULT_RETRY_DELAY,
 };
+pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permits, Semaphore, MAX_PERMITS};
+pub use watchdog::MAX_LEASE;

@@ -1,29 +1,46 @@
 //! The reentrant lock, compatible with Redisson's `RLock`.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client};
-use crate::error::{Error, Result};
-use crate::keys::prefix_name;
+use crate::client::Client;
+use crate::error::Result;
+use crate::guard::{attempt_hold, lock_guard, lock_methods, GuardCore, Holds};
+use crate::keys::{check_name, LockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
-use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Release, Task, Ticket};
-
-/// The longest a waiter sleeps between attempts. Unlock messages normally wake it long before;
-/// this bounds the stall when a message is lost or the lock was handed off to a client that
-/// died while waiting.
-const MAX_PARK: Duration = Duration::from_secs(2);
+use crate::task::{detached, Task};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
+
+impl Client {
+    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
+    ///
+    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
+    /// handle share its owner id, so they re-enter each other's holds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let lock = client.lock("orders:1001");
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+}
 
 /// A snapshot of a lock's state, from [`Lock::status`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +96,17 @@ impl LockOptions {
     /// The fixed lease, if one was given (read by the multi-lock and RedLock).
     pub(crate) fn lease_value(&self) -> Option<Duration> {
         self.lease
+    }
+
+    /// The lease kind these options ask for, checked.
+    pub(crate) fn checked_lease(&self) -> Result<Lease> {
+        match self.lease {
+            Some(lease) => {
+                check_lease(lease)?;
+                Ok(Lease::Fixed(lease))
+            }
+            None => Ok(Lease::Watchdog),
+        }
     }
 
     /// The wait, if one was given (read by the multi-lock and RedLock).
@@ -152,35 +180,6 @@ impl fmt::Debug for Lock {
     }
 }
 
-/// The key and channel names of a lock called `name`.
-pub(crate) struct LockKeys {
-    /// The Redisson lock hash.
-    pub(crate) key: String,
-    /// The fencing counter.
-    pub(crate) token: String,
-    /// The unlock channel.
-    pub(crate) channel: String,
-    /// latchkey's wait queue (zset of client wake ids by arrival).
-    pub(crate) queue: String,
-    /// latchkey's waiter liveness (hash of client wake id -> registered until).
-    pub(crate) alive: String,
-    /// latchkey's hand-off reservation.
-    pub(crate) hand_off: String,
-}
-
-impl LockKeys {
-    pub(crate) fn new(name: &str) -> LockKeys {
-        LockKeys {
-            key: name.to_owned(),
-            token: prefix_name("redisson_lock_token", name),
-            channel: prefix_name("redisson_lock__channel", name),
-            queue: prefix_name("latchkey_lock_queue", name),
-            alive: prefix_name("latchkey_lock_alive", name),
-            hand_off: prefix_name("latchkey_lock_handoff", name),
-        }
-    }
-}
-
 /// What a granted attempt does to the caller's client's place in the lock's wait queue.
 #[derive(Clone, Copy)]
 enum Queue {
@@ -192,22 +191,57 @@ enum Queue {
     NotRegistered,
 }
 
-enum Attempt {
-    Granted(LockGuard),
-    /// Somebody else holds it; retry after this many ms at the latest (-1: no expiry).
-    Held {
-        retry_after: i64,
-    },
-    /// The script call timed out while this handle held nothing and had no other attempt or
-    /// release under way: if the script ran after all, the hold it granted is stranded, and the
-    /// next attempt takes it over as one fresh hold (the registry's `alone`), so trying again
-    /// is safe.
-    Stalled(Error),
+lock_methods! {
+    Lock -> LockGuard;
+    /// Acquires the lock, waiting as long as it takes. The lease is the client's watchdog
+    /// timeout, renewed by the watchdog until the guard is released.
+    ///
+    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
+    /// returns at once.
+    ///
+    /// # Redis stalls
+    ///
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
+    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
+    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
+    /// had no other acquire or release under way: a grant that the timed-out call made after all is
+    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
+    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
+    /// could count one hold twice. The leases of held locks are unchanged.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: if the
+    /// acquire script already ran when the future was dropped, the hold it granted is released
+    /// by the client's background task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if the key holds another
+    /// type, connection errors ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
+    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
+    /// acknowledged the grant in time: the hold was released again ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // … the critical section …
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    lock;
+    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not free in time.
+    /// `Duration::ZERO` tries once without waiting. The lease is renewed by the watchdog.
+    try_lock;
 }
 
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
-        let keys = LockKeys::new(&client.object_name(&name));
+        let keys = LockKeys::new(client.namespace(), &name);
         let field = client.next_owner();
         Lock {
             inner: Arc::new(LockInner {
@@ -215,14 +249,14 @@ impl Lock {
                 name,
                 hold: HoldKey {
                     kind: "lock",
-                    key: Arc::from(keys.key),
+                    key: keys.hash,
                     field: Arc::from(field),
                 },
-                token_key: Arc::from(keys.token),
-                channel: Arc::from(keys.channel),
-                queue_key: Arc::from(keys.queue),
-                alive_key: Arc::from(keys.alive),
-                hand_off_key: Arc::from(keys.hand_off),
+                token_key: keys.token,
+                channel: keys.channel,
+                queue_key: keys.queue,
+                alive_key: keys.alive,
+                hand_off_key: keys.hand_off,
             }),
         }
     }
@@ -248,295 +282,97 @@ impl Lock {
         &self.inner.hold.field
     }
 
-    /// Acquires the lock, waiting as long as it takes. The lease is the client's watchdog
-    /// timeout, renewed by the watchdog until the guard is released.
-    ///
-    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
-    /// returns at once.
-    ///
-    /// # Redis stalls
-    ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
-    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
-    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
-    /// had no other acquire or release under way: a grant that the timed-out call made after all is
-    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
-    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
-    /// could count one hold twice. The leases of held locks are unchanged.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. Dropping the future leaves no hold, subscription or renewal behind: if the
-    /// acquire script already ran when the future was dropped, the hold it granted is released
-    /// by the client's background task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if the key holds another
-    /// type, connection errors ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
-    /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
-    /// acknowledged the grant in time: the hold was released again ([`Error::is_not_replicated`]).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// // … the critical section …
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<LockGuard> {
-        match self.acquire(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
-    /// Tries to acquire the lock, waiting at most `wait`; `Ok(None)` if it was not free in time.
-    /// `Duration::ZERO` tries once without waiting. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to the
-    /// clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match lock.try_lock(Duration::from_millis(500)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("busy, try later"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        let deadline = deadline_after(wait)?;
-        self.acquire(Lease::Watchdog, Some(deadline)).await
-    }
-
-    /// Acquires the lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let guard = lock
-    ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1)))
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<LockGuard> {
-        let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
-    }
-
-    /// Like [`Lock::lock_with`], but a wait that runs out is `Ok(None)` rather than an error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`Lock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = lock.try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        let lease = match options.lease {
-            Some(lease) => {
-                check_lease(lease)?;
-                Lease::Fixed(lease)
-            }
-            None => Lease::Watchdog,
-        };
-        let deadline = options.wait.map(deadline_after).transpose()?;
-        self.acquire(lease, deadline).await
-    }
-
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
         check_name(&self.inner.name)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        // If this client already listens on the lock's channel, join its waiters first (no I/O):
-        // then the first attempt is already covered, and no retry after subscribing is needed.
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || Some(self.leave_task()))
-        } else {
-            None
+        let leave = || self.leave_task();
+        let waiting = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Lock,
+            on_leave: Some(&leave),
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         };
-        let mut covered = subscription.is_some();
-        loop {
-            let others = hub
-                .waiters_on(channel)
-                .saturating_sub(usize::from(subscription.is_some()));
-            // Nobody of this client waits for the lock (no subscription, no other waiter): the
-            // client is not in the lock's wait queue, and a grant has nothing to drop there.
-            let queue = match (others, subscription.is_some()) {
-                (0, false) => Queue::NotRegistered,
-                (0, true) => Queue::Leave,
-                _ => Queue::Stay,
-            };
-            let retry_after = match self.attempt(lease, park_for(deadline), queue).await? {
-                Attempt::Granted(guard) => {
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(guard));
-                }
-                Attempt::Held { retry_after } => retry_after,
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: an unlock between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                match hub
-                    .subscribe(channel, WakePolicy::Lock, Some(self.leave_task()))
-                    .await
-                {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                    }
-                    // A stalled server: try again (subscribing changes nothing in Redis).
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            // Wait for an unlock message, but never longer than the holder's remaining lease (a
-            // lost message costs at most the TTL) nor MAX_PARK.
-            let park = match retry_after {
-                ms if ms >= 0 => Duration::from_millis(ms as u64).min(MAX_PARK),
-                _ => MAX_PARK, // the holder's lock has no expiry
-            };
-            let mut until = now + park;
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
-        }
+        waiting
+            .run(deadline, |turn| {
+                // Nobody of this client waits for the lock (no subscription, no other waiter):
+                // the client is not in the lock's wait queue, and a grant has nothing to drop
+                // there.
+                let queue = match (turn.others, turn.subscribed) {
+                    (0, false) => Queue::NotRegistered,
+                    (0, true) => Queue::Leave,
+                    _ => Queue::Stay,
+                };
+                self.attempt(lease, turn.park, queue)
+            })
+            .await
     }
 
     /// The clean-up run when this client's last waiter for the lock gives up: unregister the
     /// client, and pass on a hand-off that was meant for it.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_LEAVE,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_LEAVE,
+            vec![
                 inner.hold.key.clone(),
                 inner.channel.clone(),
                 inner.queue_key.clone(),
                 inner.alive_key.clone(),
                 inner.hand_off_key.clone(),
             ],
-            args: vec![
+            vec![
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "leaving a lock's wait queue",
-            release: None,
-            lost: None,
-        }
+            "leaving a lock's wait queue",
+        )
     }
 
     /// The guarded release of this handle's last hold, granted with `token`, sent again to a new
     /// primary after a failover (see `scripts/lock_release_resend.lua`).
     fn resend_task(&self, token: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_RELEASE_RESEND,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_RELEASE_RESEND,
+            vec![
                 inner.hold.key.clone(),
                 inner.token_key.clone(),
                 inner.channel.clone(),
             ],
-            args: vec![
+            vec![
                 inner.hold.field.to_string(),
                 token.to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a lock again after a failover",
-            release: None,
-            lost: None,
-        }
+            "releasing a lock again after a failover",
+        )
     }
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &scripts::LOCK_RELEASE,
-            keys: vec![
+        Task::new(
+            &scripts::LOCK_RELEASE,
+            vec![
                 inner.hold.key.clone(),
                 inner.channel.clone(),
                 inner.queue_key.clone(),
                 inner.alive_key.clone(),
                 inner.hand_off_key.clone(),
             ],
-            args: vec![
+            vec![
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a lock",
+        )
     }
 
     /// One acquire script call, run in its own task so that a caller who goes away cannot strand
@@ -545,21 +381,24 @@ impl Lock {
     ///
     /// `park` is how long the caller will wait before its next attempt if this one fails (zero:
     /// it will not wait); `queue` is what a grant does to the client's place in the wait queue.
-    async fn attempt(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
+    async fn attempt(
+        &self,
+        lease: Lease,
+        park: Duration,
+        queue: Queue,
+    ) -> Result<Attempt<LockGuard>> {
         let lock = self.clone();
         detached(async move { lock.attempt_inner(lease, park, queue).await }).await?
     }
 
-    async fn attempt_inner(&self, lease: Lease, park: Duration, queue: Queue) -> Result<Attempt> {
+    async fn attempt_inner(
+        &self,
+        lease: Lease,
+        park: Duration,
+        queue: Queue,
+    ) -> Result<Attempt<LockGuard>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
-        let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = match lease {
-            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-            Lease::Fixed(d) => d.as_millis() as u64,
-        };
-        // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
-        let attempt = client.registry.begin_attempt(&inner.hold);
         let keys = [
             &*inner.hold.key,
             &*inner.token_key,
@@ -567,71 +406,45 @@ impl Lock {
             &*inner.alive_key,
             &*inner.hand_off_key,
         ];
-        let args = [
-            lease_ms.to_string(),
-            inner.hold.field.to_string(),
-            client.wake_id.to_string(),
-            (park.as_millis() as u64).to_string(),
-            match queue {
-                Queue::Leave => "0",
-                Queue::Stay => "1",
-                Queue::NotRegistered => "2",
-            }
-            .to_owned(),
-            if attempt.alone { "1" } else { "0" }.to_owned(),
-        ];
-        let sent_at = Instant::now();
-        // With replica sync, a grant too few replicas acknowledged is undone by releasing the
-        // hold just granted (one hold, this lease), and the attempt fails with NotReplicated.
-        let reply: Vec<i64> = match client
-            .acquire_script(
-                AcquireCall {
-                    script: &scripts::LOCK_ACQUIRE,
-                    keys: &keys,
-                    args: &args,
-                    context: "acquiring a lock",
-                    name: &inner.name,
-                },
-                |reply: &Vec<i64>| reply.first() == Some(&1),
-                || self.release_task(lease_ms),
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
-            Err(err) => return Err(err),
+        let args = |lease_ms: u64| {
+            vec![
+                lease_ms.to_string(),
+                inner.hold.field.to_string(),
+                client.wake_id.to_string(),
+                (park.as_millis() as u64).to_string(),
+                match queue {
+                    Queue::Leave => "0",
+                    Queue::Stay => "1",
+                    Queue::NotRegistered => "2",
+                }
+                .to_owned(),
+            ]
         };
-        match reply.as_slice() {
-            [1, token, holds] => {
-                let ticket = client.registry.acquired(
-                    inner.hold.clone(),
-                    &inner.name,
-                    *holds as u64,
-                    lease,
-                    watchdog_timeout,
-                    sent_at,
-                    Arc::new(LockRenewal {
-                        key: inner.hold.key.clone(),
-                        field: inner.hold.field.clone(),
-                    }),
-                );
-                Ok(Attempt::Granted(LockGuard {
-                    lock: self.clone(),
-                    ticket,
-                    lease,
-                    fencing_token: *token as u64,
-                    released: false,
-                }))
-            }
-            [0, retry_after] => Ok(Attempt::Held {
-                retry_after: *retry_after,
-            }),
-            other => Err(Error::Redis(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "unexpected reply from the lock script",
-                format!("{other:?}"),
-            )))),
-        }
+        let renewal = || -> Arc<dyn Renewal> {
+            Arc::new(LockRenewal {
+                key: inner.hold.key.clone(),
+                field: inner.hold.field.clone(),
+            })
+        };
+        attempt_hold(
+            self,
+            lease,
+            AcquireCall {
+                script: &scripts::LOCK_ACQUIRE,
+                keys: &keys,
+                args: &[],
+                context: "acquiring a lock",
+                name: &inner.name,
+            },
+            args,
+            renewal,
+            |core| LockGuard { core },
+            |reply| match reply {
+                [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
+                other => Err(unexpected("the lock script", other)),
+            },
+        )
+        .await
     }
 
     /// Whether anybody holds the lock (one `EXISTS`).
@@ -642,7 +455,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -678,7 +491,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -754,7 +567,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///
@@ -802,7 +615,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a lock, connection errors.
     ///
     /// # Examples
     ///
@@ -831,23 +644,6 @@ impl Lock {
     }
 }
 
-/// How long a waiter with this deadline may park between attempts (zero: it does not wait).
-fn park_for(deadline: Option<Instant>) -> Duration {
-    match deadline {
-        None => MAX_PARK,
-        Some(d) => d.saturating_duration_since(Instant::now()).min(MAX_PARK),
-    }
-}
-
-fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
-}
-
 /// One hold of a [`Lock`]. Releasing it (explicitly with [`LockGuard::unlock`], or by dropping
 /// it) gives the hold back; the lock is free once every hold is given back.
 ///
@@ -855,173 +651,36 @@ fn deadline_after(wait: Duration) -> Result<Instant> {
 /// Dropping it never blocks: the release is handed to the client's background task.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    lock: Lock,
-    ticket: Ticket,
-    lease: Lease,
-    fencing_token: u64,
-    released: bool,
+    core: GuardCore<Lock>,
 }
 
-impl fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.inner.name)
-            .field("fencing_token", &self.fencing_token)
-            .field("lease", &self.lease)
-            .field("lost", &self.is_lost())
-            .finish()
-    }
-}
+lock_guard!(LockGuard, "client.lock(\"orders:1001\").lock()");
 
 impl LockGuard {
-    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
-    /// this lock (re-entered holds share their holder's token). Give it to the storage you write
-    /// to, and have the storage refuse writes with a token smaller than one it has seen.
-    pub fn fencing_token(&self) -> u64 {
-        self.fencing_token
-    }
-
     /// The lock this guard holds.
     pub fn lock(&self) -> &Lock {
-        &self.lock
-    }
-
-    /// Whether the hold is known to be lost (see [`LockGuard::lost`]).
-    pub fn is_lost(&self) -> bool {
-        self.ticket.lost.is_cancelled()
-    }
-
-    /// Resolves when the hold is lost: the watchdog found the lock gone or owned by someone else,
-    /// renewals failed until the lease ran out, or a fixed lease ran out. After that the critical
-    /// section is no longer protected. The future owns what it needs, so it can be raced against
-    /// the work with `tokio::select!`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// # async fn long_job() {}
-    /// let guard = lock.lock().await?;
-    /// tokio::select! {
-    ///     _ = guard.lost() => eprintln!("lock lost, stopping"),
-    ///     _ = long_job() => guard.unlock().await?,
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.ticket.lost.clone().cancelled_owned()
-    }
-
-    /// Releases this hold now and waits for Redis to confirm it.
-    ///
-    /// The guard is consumed, so a hold cannot be released twice:
-    ///
-    /// ```compile_fail
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
-    /// guard.unlock().await?; // error[E0382]: use of moved value: `guard`
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future before it completes still releases the hold: either the release
-    /// script was already sent, or the guard's drop hands it to the background task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotOwner`] if the hold was already gone (expired, lost, force-unlocked): nothing
-    /// is changed then, and a successor's lock is untouched. Connection errors if Redis cannot
-    /// be reached; the hold then expires with its lease, unless this handle acquires again
-    /// first: its next acquire takes the stranded hold over as a new hold (one hold, a new
-    /// fencing token).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
-    /// let guard = lock.lock().await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        let inner = &self.lock.inner;
-        let client = &inner.client.inner;
-        let release = client.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        let Release::Redis {
-            lease_ms,
-            mark,
-            last,
-        } = release
-        else {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        };
-        if last {
-            client
-                .follow
-                .resends
-                .record(|| self.lock.resend_task(self.fencing_token));
-        }
-        // The release runs in its own task: if this future is dropped, the release still happens.
-        let left: i64 = self
-            .lock
-            .release_task(lease_ms)
-            .releasing(mark)
-            .run_detached(&client.conn, &inner.name)
-            .await?;
-        if left < 0 {
-            return Err(Error::NotOwner {
-                name: inner.name.clone(),
-            });
-        }
-        Ok(())
+        self.core.held()
     }
 }
 
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let inner = &self.lock.inner;
-        let client = &inner.client.inner;
-        let release = client.registry.released(
-            &inner.hold,
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        if let Release::Redis {
-            lease_ms,
-            mark,
-            last,
-        } = release
-        {
-            if last {
-                client
-                    .follow
-                    .resends
-                    .record(|| self.lock.resend_task(self.fencing_token));
-            }
-            let _ = client
-                .background
-                .send(self.lock.release_task(lease_ms).releasing(mark));
-        }
+impl Holds for Lock {
+    fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.inner.hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        Lock::release_task(self, lease_ms)
+    }
+
+    fn resend_task(&self, token: u64) -> Option<Task> {
+        Some(Lock::resend_task(self, token))
     }
 }

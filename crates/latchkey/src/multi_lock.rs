@@ -8,9 +8,10 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use crate::client::check_lease;
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard, LockOptions};
+use crate::wait::deadline_after;
+use crate::watchdog::check_lease;
 
 /// Several [`Lock`]s held together: all of them or none.
 ///
@@ -134,7 +135,8 @@ impl MultiLock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        self.acquire(None, Some(deadline_after(wait)?)).await
+        self.acquire(None, Some(deadline_after(wait, "`lock()`")?))
+            .await
     }
 
     /// Acquires every lock with [`LockOptions`]: a fixed lease for each lock (no watchdog) and/or
@@ -199,7 +201,10 @@ impl MultiLock {
         if let Some(lease) = options.lease_value() {
             check_lease(lease)?;
         }
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        let deadline = options
+            .wait_value()
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.acquire(options.lease_value(), deadline).await
     }
 
@@ -297,15 +302,6 @@ async fn release_all(guards: Vec<LockGuard>) {
             tracing::debug!(error = %e.chain(), "latchkey multi-lock could not release a lock it took");
         }
     }
-}
-
-fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
 }
 
 /// Every lock of a [`MultiLock`], held together. Releasing it (explicitly with

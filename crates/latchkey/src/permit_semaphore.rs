@@ -3,36 +3,26 @@
 use std::fmt;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{prefix_name, suffix_name};
+use crate::guard::lease_ms;
+use crate::keys::{check_name, PermitSemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::semaphore::{
-    check_permits, deadline_after, park_until, unexpected, MAX_PARK, MAX_PERMITS,
-};
-use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, Renewal, Task, Ticket};
+use crate::semaphore::{check_permits, MAX_PERMITS};
+use crate::task::{detached, Task};
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
+use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
-static PSEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_acquire.lua")));
-static PSEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_release.lua")));
-static PSEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_set_permits.lua")));
-static PSEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_add_permits.lua")));
-static PSEM_COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_count.lua")));
-static PSEM_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("psem_renew.lua")));
+use crate::scripts::{
+    PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
+};
 
 /// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
 /// digits (as Redisson shows them), and stored as the raw bytes in Redis.
@@ -207,13 +197,13 @@ impl Client {
     /// ```
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = PermitSemaphoreKeys::new(self.namespace(), &name);
         PermitSemaphore {
             inner: Arc::new(PermitSemaphoreInner {
                 client: self.clone(),
-                leases_key: Arc::from(suffix_name(&key, "timeout")),
-                channel: Arc::from(prefix_name("redisson_sc", &key)),
-                key: Arc::from(key),
+                leases_key: keys.leases,
+                channel: keys.channel,
+                key: keys.permits,
                 name,
             }),
         }
@@ -237,20 +227,6 @@ impl Renewal for PermitRenewal {
     fn args(&self, lease_ms: u64) -> Vec<String> {
         vec![self.id.to_string(), lease_ms.to_string()]
     }
-}
-
-enum Attempt {
-    Granted(LeasedPermits),
-    /// Not enough permits: this many were available, and the next lease ends in this many ms
-    /// (-1: none is out).
-    Short {
-        available: i64,
-        next_end: i64,
-    },
-    /// The script call timed out. If it ran after all, the permits it leased under this
-    /// attempt's fresh ids are given back by id (the undo is queued behind it on the same
-    /// connection, and changes nothing if it never ran), so trying again is safe.
-    Stalled(Error),
 }
 
 impl PermitSemaphore {
@@ -375,10 +351,7 @@ impl PermitSemaphore {
                 "permits",
                 format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
             )),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 
@@ -511,7 +484,7 @@ impl PermitSemaphore {
     /// # }
     /// ```
     pub async fn try_acquire(&self, n: u32, wait: Duration) -> Result<Option<LeasedPermits>> {
-        let deadline = deadline_after(wait)?;
+        let deadline = deadline_after(wait, "`acquire`")?;
         self.acquire_until(n, Lease::Watchdog, Some(deadline)).await
     }
 
@@ -588,7 +561,10 @@ impl PermitSemaphore {
             }
             None => Lease::Watchdog,
         };
-        let deadline = options.wait.map(deadline_after).transpose()?;
+        let deadline = options
+            .wait
+            .map(|wait| deadline_after(wait, "`acquire`"))
+            .transpose()?;
         self.acquire_until(n, lease, deadline).await
     }
 
@@ -637,16 +613,14 @@ impl PermitSemaphore {
     }
 
     fn release_task(&self, ids: &[PermitId]) -> Task {
-        Task {
-            script: &PSEM_RELEASE,
-            keys: self.keys().to_vec(),
-            args: std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
+        Task::new(
+            &PSEM_RELEASE,
+            self.keys().to_vec(),
+            std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
                 .chain(ids.iter().map(PermitId::to_string))
                 .collect(),
-            context: "releasing semaphore permits",
-            release: None,
-            lost: None,
-        }
+            "releasing semaphore permits",
+        )
     }
 
     async fn acquire_until(
@@ -657,67 +631,21 @@ impl PermitSemaphore {
     ) -> Result<Option<LeasedPermits>> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
-        };
-        let mut covered = subscription.is_some();
-        let mut woken = false;
-        loop {
-            let next_end = match self.attempt(n, lease).await? {
-                Attempt::Granted(permits) => {
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(permits));
-                }
-                Attempt::Short {
-                    available,
-                    next_end,
-                } => {
-                    if woken && available > 0 {
-                        if let Some(subscription) = &subscription {
-                            subscription.pass_on();
-                        }
-                    }
-                    next_end
-                }
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                match hub.subscribe(channel, WakePolicy::Count, None).await {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                        woken = false;
-                    }
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            // A lease that ends publishes nothing: wake up when the next one ends, to reclaim it.
-            let park = match next_end {
-                ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_PARK),
-                _ => MAX_PARK,
-            };
-            woken = waiting.wait_until(park_until(now, park, deadline)).await;
+        Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Count,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         }
+        .run(deadline, |_| self.attempt(n, lease))
+        .await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard is dropped there, which gives the permits back.
-    async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt> {
+    async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let semaphore = self.clone();
         detached(Box::pin(
             async move { semaphore.attempt_inner(n, lease).await },
@@ -725,14 +653,11 @@ impl PermitSemaphore {
         .await?
     }
 
-    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt> {
+    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = match lease {
-            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-            Lease::Fixed(d) => d.as_millis() as u64,
-        };
+        let lease_ms = lease_ms(lease, watchdog_timeout);
         let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
         let keys = self.keys();
         let keys = [&*keys[0], &*keys[1], &*keys[2]];
@@ -803,14 +728,15 @@ impl PermitSemaphore {
                     released: false,
                 }))
             }
-            [0, available, next_end] => Ok(Attempt::Short {
-                available: *available,
-                next_end: *next_end,
+            // A lease that ends publishes nothing: wake up when the next one ends, to reclaim
+            // it. Permits that are not enough for this request go to the next local waiter.
+            [0, available, next_end] => Ok(Attempt::Wait {
+                retry_after: u64::try_from(*next_end)
+                    .ok()
+                    .map(|ms| Duration::from_millis(ms + 1)),
+                short: *available > 0,
             }),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 }

@@ -24,10 +24,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::ClientBuilder;
 use crate::conn::Target;
 use crate::error::{Error, Result};
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// What a message on a channel does to the channel's local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,11 +171,22 @@ impl std::fmt::Debug for Command {
     }
 }
 
+/// How the hub connects and how long it keeps channels nobody uses.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HubSettings {
+    /// How long connecting (and resubscribing) may take.
+    pub(crate) connect_timeout: Duration,
+    /// How long one SUBSCRIBE, UNSUBSCRIBE or PING may take.
+    pub(crate) command_timeout: Duration,
+    /// How long an unused channel stays subscribed.
+    pub(crate) linger: Duration,
+}
+
 impl Hub {
     /// Starts the hub task; it connects on the first subscription.
     pub(crate) fn start(
         target: Target,
-        config: &ClientBuilder,
+        settings: HubSettings,
         wake_id: u64,
         background: mpsc::UnboundedSender<Task>,
         shutdown: CancellationToken,
@@ -191,9 +201,9 @@ impl Hub {
             target,
             state: state.clone(),
             commands: rx,
-            connect_timeout: config.connect_timeout,
-            command_timeout: config.command_timeout,
-            linger: config.subscription_linger,
+            connect_timeout: settings.connect_timeout,
+            command_timeout: settings.command_timeout,
+            linger: settings.linger,
             conn: None,
             subscribed: HashSet::new(),
             lingering: VecDeque::new(),

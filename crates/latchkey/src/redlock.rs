@@ -6,29 +6,25 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::{IntoConnectionInfo, Script};
+use redis::IntoConnectionInfo;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{check_lease, check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{LockKeys, LockOptions};
+use crate::keys::{check_name, LockKeys};
+use crate::lock::LockOptions;
 use crate::scripts::UNLOCK_MESSAGE;
-use crate::semaphore::unexpected;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Task, Ticket};
+use crate::task::{detached, Task};
+use crate::wait::{deadline_after, unexpected};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Ticket};
 
-static REDLOCK_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_acquire.lua")));
-static REDLOCK_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_fence.lua")));
-static REDLOCK_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("redlock_release.lua")));
+use crate::scripts::{REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE};
 
 /// The default bound on one node's answer (see [`RedLockBuilder::per_node_timeout`]).
 pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -342,12 +338,12 @@ impl RedLockBuilder {
             .into_iter()
             .map(|client| {
                 // The same rule as `Client::lock`: the key follows the client's namespace.
-                let keys = LockKeys::new(&client.object_name(&self.name));
+                let keys = LockKeys::new(client.namespace(), &self.name);
                 Node {
                     client,
-                    key: Arc::from(keys.key),
-                    token_key: Arc::from(keys.token),
-                    channel: Arc::from(keys.channel),
+                    key: keys.hash,
+                    token_key: keys.token,
+                    channel: keys.channel,
                     health: Mutex::new(Health::default()),
                 }
             })
@@ -556,7 +552,7 @@ impl RedLock {
     /// # }
     /// ```
     pub async fn try_lock(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
-        self.acquire(Lease::Watchdog, Some(deadline_after(wait)?))
+        self.acquire(Lease::Watchdog, Some(deadline_after(wait, "`lock()`")?))
             .await
     }
 
@@ -629,7 +625,10 @@ impl RedLock {
             }
             None => Lease::Watchdog,
         };
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
+        let deadline = options
+            .wait_value()
+            .map(|wait| deadline_after(wait, "`lock()`"))
+            .transpose()?;
         self.acquire(lease, deadline).await
     }
 
@@ -1012,18 +1011,16 @@ impl RedLock {
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
-        Task {
-            script: &REDLOCK_RELEASE,
-            keys: vec![node.key.clone(), node.channel.clone()],
-            args: vec![
+        Task::new(
+            &REDLOCK_RELEASE,
+            vec![node.key.clone(), node.channel.clone()],
+            vec![
                 owner.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 node.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a redlock",
-            release: None,
-            lost: None,
-        }
+            "releasing a redlock",
+        )
     }
 }
 
@@ -1090,15 +1087,6 @@ async fn quorum_lost(
             else => std::future::pending().await,
         }
     }
-}
-
-fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `lock()` to wait without a limit"),
-        )
-    })
 }
 
 /// A [`RedLock`] held on a majority of its nodes. Releasing it (explicitly with

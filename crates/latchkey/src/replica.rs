@@ -14,16 +14,18 @@
 //! has no replica" state per shard (as the slot ranges that primary served when it was found
 //! without replicas), so one shard losing its replica does not stop the waits on the others.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::{FromRedisValue, Script};
 use tokio::time::Instant;
 
-use crate::client::{connected_replicas, Inner};
-use crate::conn::{key_slot, Conn, Verdict};
+use crate::conn::{Conn, Verdict};
+use crate::connect::{cluster_shards, connected_replicas};
 use crate::error::{Error, Result};
-use crate::watchdog::Task;
+use crate::keys::key_slot;
+use crate::sentinel_watch::Follow;
+use crate::task::Task;
 
 /// How long auto replica sync stops waiting after it found the primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);
@@ -38,8 +40,31 @@ pub(crate) const REPLICA_LOSS_GRACE: Duration = Duration::from_secs(15);
 /// Every slot: what a single server or a Sentinel-managed primary serves.
 const ALL_SLOTS: (u16, u16) = (0, 16383);
 
-fn lock_ignoring_poison<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether an acquire waits for replicas to acknowledge it (see
+/// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaSync {
+    /// Follow each acquire with `WAIT 1 <1 s>` when the primary had replicas at connect time
+    /// (on a cluster: when any shard had replicas; each acquire then waits on its own shard's
+    /// primary). If a later primary has no replica at all (say, after a failover promoted the
+    /// only one), acquires on it go on without waiting; on a cluster this is decided per shard.
+    /// The default.
+    Auto,
+    /// Never wait for replicas.
+    Off,
+    /// Always wait for `replicas` replicas, up to `timeout` (on a cluster, replicas of the
+    /// shard that owns the object).
+    Require {
+        /// How many replicas must acknowledge.
+        replicas: u32,
+        /// How long to wait for them.
+        timeout: Duration,
+    },
 }
 
 /// Slots whose primary auto replica sync found without replicas: acquires on them do not wait
@@ -73,7 +98,7 @@ impl AbsentReplicas {
     }
 }
 
-/// A primary found without replicas after it had some (see [`Inner::grant_decision`]).
+/// A primary found without replicas after it had some (see [`Replicas::grant_decision`]).
 #[derive(Debug)]
 pub(crate) struct LostReplicas {
     /// The slot (0 off a cluster).
@@ -83,7 +108,7 @@ pub(crate) struct LostReplicas {
     since: Instant,
 }
 
-/// What [`Inner::grant_decision`] decided.
+/// What [`Replicas::grant_decision`] decided.
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
     Keep,
@@ -108,50 +133,6 @@ fn role_replicas(role: &redis::Value) -> Option<usize> {
     }
 }
 
-/// One shard of a Redis Cluster: the slot ranges its primary serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Shard {
-    pub(crate) slots: Vec<(u16, u16)>,
-}
-
-/// The shards in a `CLUSTER NODES` reply: one per primary that serves slots. (Not
-/// `CLUSTER SLOTS`: it leaves out replicas whose offset the node has not heard of yet.)
-pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<Shard> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let flags = || fields.get(2).into_iter().flat_map(|f| f.split(','));
-            if fields.len() < 9
-                || !flags().any(|flag| flag == "master")
-                || flags().any(|flag| matches!(flag, "fail" | "noaddr"))
-            {
-                return None;
-            }
-            let slots: Vec<(u16, u16)> = fields[8..]
-                .iter()
-                // `[slot->-node]` / `[slot-<-node]`: a slot being migrated or imported.
-                .filter(|range| !range.starts_with('['))
-                .filter_map(|range| match range.split_once('-') {
-                    Some((lo, hi)) => Some((lo.parse().ok()?, hi.parse().ok()?)),
-                    None => range.parse().ok().map(|slot| (slot, slot)),
-                })
-                .collect();
-            (!slots.is_empty()).then_some(Shard { slots })
-        })
-        .collect()
-}
-
-/// The cluster's shards, as the primary of `slot` sees them (any node without a slot).
-pub(crate) async fn cluster_shards(conn: &Conn, slot: Option<u16>) -> Result<Vec<Shard>> {
-    let cmd = redis::cmd("CLUSTER").arg("NODES").clone();
-    let context = "reading the cluster's shards";
-    let reply: String = match slot {
-        Some(slot) => conn.query_on_slot(slot, &cmd, context, "").await?,
-        None => conn.query(&cmd, context, "").await?,
-    };
-    Ok(parse_cluster_nodes(&reply))
-}
-
 /// One call of an acquire script: the script, its KEYS and ARGV, and names for errors.
 pub(crate) struct AcquireCall<'a> {
     pub(crate) script: &'static Script,
@@ -163,19 +144,164 @@ pub(crate) struct AcquireCall<'a> {
     pub(crate) name: &'a str,
 }
 
-impl Inner {
+/// What a client knows of the replicas of its primaries, and whether its acquires wait for
+/// them (see [`ReplicaSync`]). Owned by the client; every lock-family acquire goes through
+/// [`Replicas::acquire_script`].
+#[derive(Debug)]
+pub(crate) struct Replicas {
+    /// `(replicas, timeout)` when acquires wait for replicas.
+    sync: Option<(u32, Duration)>,
+    /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
+    /// primary that lost its replicas fails acquires instead of carrying on without them.
+    required: bool,
+    /// The primaries auto mode found without replicas (on a cluster, by the slots of each such
+    /// shard; elsewhere all slots): acquires on them do not wait for replicas until the entry's
+    /// time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
+    absent: Arc<Mutex<Vec<AbsentReplicas>>>,
+    /// Primaries found without replicas after they had some, refused for a grace period.
+    lost: Mutex<Vec<LostReplicas>>,
+    /// The Sentinel primary this client last saw with replicas.
+    primary_with_replicas: Arc<Mutex<Option<Arc<str>>>>,
+    /// See [`ClientBuilder::replica_loss_grace`](crate::ClientBuilder::replica_loss_grace).
+    loss_grace: Duration,
+}
+
+impl Replicas {
+    /// The state of a client just connected on `conn`: in auto mode, whether its primaries
+    /// have replicas (one `INFO` per primary).
+    pub(crate) async fn detect(
+        conn: &Conn,
+        mode: ReplicaSync,
+        watchdog_timeout: Duration,
+        loss_grace: Duration,
+    ) -> Result<Replicas> {
+        // Wait at most a quarter of the watchdog lease: the wait eats into it.
+        let auto_wait = (1, (watchdog_timeout / 4).min(Duration::from_secs(1)));
+        let mut absent = Vec::new();
+        let replica_sync = match mode {
+            ReplicaSync::Off => None,
+            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
+            // Waits if any shard's primary has replicas (`INFO`, as off a cluster); the shards
+            // without replicas are not waited for until they are checked again.
+            ReplicaSync::Auto if conn.is_cluster() => {
+                let shards = match cluster_shards(conn, None).await {
+                    Ok(shards) => shards,
+                    Err(e) if e.is_auth() => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                let counts = futures_util::future::join_all(
+                    shards
+                        .iter()
+                        .map(|shard| connected_replicas(conn, shard.slots[0].0)),
+                )
+                .await;
+                let mut any = false;
+                let mut unknown = false;
+                for (shard, count) in shards.into_iter().zip(counts) {
+                    match count {
+                        Ok(n) if n > 0 => any = true,
+                        Ok(_) => absent.push(AbsentReplicas::from_now(shard.slots)),
+                        // A user without INFO (a tight ACL) cannot tell: no replica sync.
+                        Err(e) if e.is_auth() => unknown = true,
+                        Err(e) => return Err(e),
+                    }
+                }
+                (any && !unknown).then_some(auto_wait)
+            }
+            // The slot does not matter off a cluster.
+            ReplicaSync::Auto => match connected_replicas(conn, 0).await {
+                Ok(n) if n > 0 => Some(auto_wait),
+                // A sentinel that has not heard of a failover yet may have named the demoted
+                // primary, which has lost its replicas: wait for replicas unless the sentinels
+                // vouch for it, so that the first grant there is checked (and undone).
+                // On Sentinel, auto mode stays on: a primary without replicas may have been
+                // promoted just now, and gets one soon (the demoted primary, reconfigured);
+                // every grant there checks `ROLE` on the way (see `Replicas::acquire_script`), so
+                // waiting starts with the first grant after a replica joined. And a sentinel
+                // that has not heard of a failover yet may have named the demoted primary:
+                // unless the sentinels vouch for it, its first grant is waited for (and undone).
+                Ok(_) => match (conn.sentinel_primary(), conn.sentinels()) {
+                    (Some(primary), Some(sentinels)) => {
+                        if sentinels.verdict(&primary).await == Verdict::Confirmed {
+                            absent.push(AbsentReplicas::from_now(vec![(0, 16383)]));
+                        }
+                        Some(auto_wait)
+                    }
+                    _ => None,
+                },
+                // A user without INFO (a tight ACL) cannot tell: no replica sync.
+                Err(e) if e.is_auth() => None,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Replicas::new(conn, mode, replica_sync, absent, loss_grace))
+    }
+
+    /// The state of a lazy client, which cannot ask a server that is not there: it waits for
+    /// replicas only with [`ReplicaSync::Require`].
+    pub(crate) fn lazy(conn: &Conn, mode: ReplicaSync, loss_grace: Duration) -> Replicas {
+        let sync = match mode {
+            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
+            ReplicaSync::Auto | ReplicaSync::Off => None,
+        };
+        Replicas::new(conn, mode, sync, Vec::new(), loss_grace)
+    }
+
+    fn new(
+        conn: &Conn,
+        mode: ReplicaSync,
+        sync: Option<(u32, Duration)>,
+        absent: Vec<AbsentReplicas>,
+        loss_grace: Duration,
+    ) -> Replicas {
+        // The primary this client has seen with replicas: the one it connected to, unless it
+        // found none there.
+        let primary_with_replicas = if absent.is_empty() {
+            sync.and(conn.sentinel_primary())
+        } else {
+            None
+        };
+        Replicas {
+            sync,
+            required: matches!(mode, ReplicaSync::Require { .. }),
+            absent: Arc::new(Mutex::new(absent)),
+            lost: Mutex::new(Vec::new()),
+            primary_with_replicas: Arc::new(Mutex::new(primary_with_replicas)),
+            loss_grace,
+        }
+    }
+
+    /// `(replicas, timeout)` when acquires wait for replicas.
+    pub(crate) fn sync(&self) -> Option<(u32, Duration)> {
+        self.sync
+    }
+
+    /// What the Sentinel watcher calls when a replica attached to `primary`: it has been seen
+    /// with a replica (losing it later is a loss), and acquires wait for replicas again from
+    /// the next one on.
+    pub(crate) fn joined_callback(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
+        let (absent, seen) = (self.absent.clone(), self.primary_with_replicas.clone());
+        Arc::new(move |primary: &str| {
+            *lock_ignoring_poison(&seen) = Some(Arc::from(primary));
+            lock_ignoring_poison(&absent).clear();
+        })
+    }
     /// `(replicas, timeout)` if an acquire on `slot` should wait for replicas now. In auto
     /// mode, a primary found without replicas is not waited for; its replica count is read
     /// again (one `INFO`) every [`REPLICA_RECHECK`]. On a cluster this is decided per shard:
     /// `slot` picks the shard (elsewhere it does not matter).
-    pub(crate) async fn replica_wait(&self, slot: u16) -> Result<Option<(u32, Duration)>> {
-        let Some(sync) = self.replica_sync else {
+    pub(crate) async fn replica_wait(
+        &self,
+        conn: &Conn,
+        slot: u16,
+    ) -> Result<Option<(u32, Duration)>> {
+        let Some(sync) = self.sync else {
             return Ok(None);
         };
-        if self.replica_sync_required {
+        if self.required {
             return Ok(Some(sync));
         }
-        let absent_until = lock_ignoring_poison(&self.replicas_absent)
+        let absent_until = lock_ignoring_poison(&self.absent)
             .iter()
             .find(|absent| absent.covers(slot))
             .map(|absent| absent.until);
@@ -183,12 +309,12 @@ impl Inner {
             None => Ok(Some(sync)),
             Some(until) if Instant::now() < until => Ok(None),
             Some(_) => {
-                if connected_replicas(&self.conn, slot).await? > 0 {
-                    lock_ignoring_poison(&self.replicas_absent).retain(|a| !a.covers(slot));
-                    self.replicas_seen(slot);
+                if connected_replicas(conn, slot).await? > 0 {
+                    lock_ignoring_poison(&self.absent).retain(|a| !a.covers(slot));
+                    self.replicas_seen(conn, slot);
                     Ok(Some(sync))
                 } else {
-                    self.replicas_gone(slot).await;
+                    self.replicas_gone(conn, slot).await;
                     Ok(None)
                 }
             }
@@ -198,9 +324,9 @@ impl Inner {
     /// Records that the primary of `slot` has no replica: acquires on its slots (every slot
     /// off a cluster) stop waiting for [`REPLICA_RECHECK`]. On a cluster, that primary's slot
     /// ranges are read with `CLUSTER NODES`; if they cannot be, only `slot` is recorded.
-    async fn replicas_gone(&self, slot: u16) {
-        let slots = if self.conn.is_cluster() {
-            match cluster_shards(&self.conn, Some(slot)).await {
+    async fn replicas_gone(&self, conn: &Conn, slot: u16) {
+        let slots = if conn.is_cluster() {
+            match cluster_shards(conn, Some(slot)).await {
                 Ok(shards) => shards
                     .into_iter()
                     .find(|shard| shard.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi))
@@ -210,7 +336,7 @@ impl Inner {
         } else {
             vec![ALL_SLOTS]
         };
-        let mut absent = lock_ignoring_poison(&self.replicas_absent);
+        let mut absent = lock_ignoring_poison(&self.absent);
         absent.retain(|a| !a.overlaps(&slots));
         absent.push(AbsentReplicas::from_now(slots));
     }
@@ -236,16 +362,17 @@ impl Inner {
     /// the grant is abandoned (see [`Decision::Abandon`]).
     async fn grant_decision(
         &self,
+        conn: &Conn,
         slot: u16,
         replicas: u32,
         acked: i64,
         ran_on: &Option<Arc<str>>,
     ) -> Result<Decision> {
         let decision = self
-            .grant_decision_on(slot, replicas, acked, ran_on)
+            .grant_decision_on(conn, slot, replicas, acked, ran_on)
             .await?;
         // Checked last: the connection may move while the decision is being made.
-        if ran_on.is_some() && self.conn.sentinel_primary() != *ran_on {
+        if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
             return Ok(Decision::Abandon);
         }
         Ok(decision)
@@ -253,6 +380,7 @@ impl Inner {
 
     async fn grant_decision_on(
         &self,
+        conn: &Conn,
         slot: u16,
         replicas: u32,
         acked: i64,
@@ -260,22 +388,22 @@ impl Inner {
     ) -> Result<Decision> {
         if acked >= i64::from(replicas) {
             if acked > 0 {
-                self.replicas_seen_on(slot, ran_on.clone());
+                self.replicas_seen_on(conn, slot, ran_on.clone());
             }
             return Ok(Decision::Keep);
         }
-        if self.replica_sync_required {
+        if self.required {
             return Ok(Decision::Undo);
         }
-        if ran_on.is_some() && self.conn.sentinel_primary() != *ran_on {
+        if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
             return Ok(Decision::Abandon);
         }
-        if connected_replicas(&self.conn, slot).await? > 0 {
-            self.replicas_seen_on(slot, ran_on.clone());
+        if connected_replicas(conn, slot).await? > 0 {
+            self.replicas_seen_on(conn, slot, ran_on.clone());
             return Ok(Decision::Undo);
         }
         if let Some(primary) = ran_on.clone() {
-            let verdict = match self.conn.sentinels() {
+            let verdict = match conn.sentinels() {
                 Some(sentinels) => sentinels.verdict(&primary).await,
                 None => Verdict::Unknown,
             };
@@ -284,8 +412,8 @@ impl Inner {
             }
         }
         let lost_for = {
-            let key = self.loss_key(slot);
-            let mut lost = lock_ignoring_poison(&self.replicas_lost);
+            let key = self.loss_key(conn, slot);
+            let mut lost = lock_ignoring_poison(&self.lost);
             let primary = ran_on.clone();
             match lost.iter().find(|l| l.key == key) {
                 // A different primary than the one that had replicas: a fresh promotion.
@@ -303,7 +431,7 @@ impl Inner {
             }
         };
         match lost_for {
-            Some(lost_for) if lost_for < self.config.replica_loss_grace => Ok(Decision::Undo),
+            Some(lost_for) if lost_for < self.loss_grace => Ok(Decision::Undo),
             Some(lost_for) => {
                 tracing::warn!(
                     slot,
@@ -311,19 +439,19 @@ impl Inner {
                     "latchkey: the primary lost every replica and still is the primary; \
                      acquires on it no longer wait for replicas"
                 );
-                self.replicas_gone(slot).await;
+                self.replicas_gone(conn, slot).await;
                 Ok(Decision::Keep)
             }
             None => {
-                self.replicas_gone(slot).await;
+                self.replicas_gone(conn, slot).await;
                 Ok(Decision::Keep)
             }
         }
     }
 
     /// The slot a replica loss is recorded under: the slot itself on a cluster, 0 elsewhere.
-    fn loss_key(&self, slot: u16) -> u16 {
-        if self.conn.is_cluster() {
+    fn loss_key(&self, conn: &Conn, slot: u16) -> u16 {
+        if conn.is_cluster() {
             slot
         } else {
             0
@@ -331,16 +459,16 @@ impl Inner {
     }
 
     /// Replicas answered on `slot`: forget a loss recorded there, and remember the primary.
-    fn replicas_seen(&self, slot: u16) {
-        self.replicas_seen_on(slot, self.conn.sentinel_primary());
+    fn replicas_seen(&self, conn: &Conn, slot: u16) {
+        self.replicas_seen_on(conn, slot, conn.sentinel_primary());
     }
 
-    /// [`Inner::replicas_seen`] for replicas that answered `primary` (a Sentinel primary's
+    /// [`Replicas::replicas_seen`] for replicas that answered `primary` (a Sentinel primary's
     /// address).
-    fn replicas_seen_on(&self, slot: u16, primary: Option<Arc<str>>) {
-        let key = self.loss_key(slot);
+    fn replicas_seen_on(&self, conn: &Conn, slot: u16, primary: Option<Arc<str>>) {
+        let key = self.loss_key(conn, slot);
         {
-            let mut lost = lock_ignoring_poison(&self.replicas_lost);
+            let mut lost = lock_ignoring_poison(&self.lost);
             if !lost.is_empty() {
                 lost.retain(|l| l.key != key);
             }
@@ -360,29 +488,30 @@ impl Inner {
     }
 
     /// Runs an acquire script and returns its reply, waiting for replicas as the client's
-    /// replica sync asks (see [`Inner::replica_wait`]).
+    /// replica sync asks (see [`Replicas::replica_wait`]).
     ///
     /// `granted` tells from the reply whether the script granted something (a hold, permits).
-    /// If it did and too few replicas acknowledged it (see [`Inner::must_undo`]), the script
+    /// If it did and too few replicas acknowledged it (see [`Replicas::grant_decision`]), the script
     /// `undo()` returns — the primitive's release of exactly what was just granted — is run,
     /// and the acquire fails with [`Error::NotReplicated`]. Callers run this inside their
     /// detached attempt task, so the undo completes even if the caller goes away.
     pub(crate) async fn acquire_script<T: FromRedisValue>(
         &self,
+        conn: &Conn,
+        follow: &Follow,
         call: AcquireCall<'_>,
         granted: impl FnOnce(&T) -> bool,
         undo: impl FnOnce() -> Task,
     ) -> Result<T> {
         // The shard that owns the object (every key of it shares one slot); not needed, and
         // not computed, without replica sync.
-        let slot = match self.replica_sync {
+        let slot = match self.sync {
             Some(_) => call.keys.first().map_or(0, |key| key_slot(key.as_bytes())),
             None => 0,
         };
-        let (reply, decision, replicas, wait, acked) = match self.replica_wait(slot).await? {
+        let (reply, decision, replicas, wait, acked) = match self.replica_wait(conn, slot).await? {
             Some((replicas, wait)) => {
-                let (reply, acked, ran_on): (T, i64, _) = self
-                    .conn
+                let (reply, acked, ran_on): (T, i64, _) = conn
                     .script_then_wait(
                         call.script,
                         call.keys,
@@ -393,22 +522,23 @@ impl Inner {
                     )
                     .await?;
                 if acked > 0 && acked >= i64::from(replicas) {
-                    self.replicas_seen_on(slot, ran_on.clone());
+                    self.replicas_seen_on(conn, slot, ran_on.clone());
                 }
                 // Nothing granted (held, queued, too few permits): the WAIT's answer does not
                 // matter.
                 if !granted(&reply) {
                     return Ok(reply);
                 }
-                let decision = self.grant_decision(slot, replicas, acked, &ran_on).await?;
+                let decision = self
+                    .grant_decision(conn, slot, replicas, acked, &ran_on)
+                    .await?;
                 (reply, decision, replicas, wait, acked)
             }
             // Auto mode on a primary found without replicas: `ROLE` rides along (no extra round
             // trip), so that replicas that came back, or a primary that is one no more, are
             // noticed at the first grant rather than at the next recheck.
-            None if self.replica_sync.is_some() => {
-                let (reply, role, ran_on): (T, redis::Value, _) = self
-                    .conn
+            None if self.sync.is_some() => {
+                let (reply, role, ran_on): (T, redis::Value, _) = conn
                     .script_then(
                         call.script,
                         call.keys,
@@ -420,26 +550,27 @@ impl Inner {
                     )
                     .await?;
                 if role_replicas(&role).is_some_and(|n| n > 0) {
-                    self.replicas_seen_on(slot, ran_on.clone());
+                    self.replicas_seen_on(conn, slot, ran_on.clone());
                 }
                 if !granted(&reply) {
                     return Ok(reply);
                 }
-                let moved = ran_on.is_some() && self.conn.sentinel_primary() != ran_on;
-                let (replicas, wait) = self.replica_sync.unwrap_or((1, Duration::from_secs(1)));
+                let moved = ran_on.is_some() && conn.sentinel_primary() != ran_on;
+                let (replicas, wait) = self.sync.unwrap_or((1, Duration::from_secs(1)));
                 let (decision, acked) = match role_replicas(&role) {
                     // Granted by a primary the client has left since.
                     _ if moved => (Decision::Abandon, 0),
                     // A primary this client saw with replicas has lost them: the loss rule.
-                    Some(0) if ran_on.is_some() && !self.first_sight(&ran_on) => {
-                        (self.grant_decision(slot, replicas, 0, &ran_on).await?, 0)
-                    }
+                    Some(0) if ran_on.is_some() && !self.first_sight(&ran_on) => (
+                        self.grant_decision(conn, slot, replicas, 0, &ran_on)
+                            .await?,
+                        0,
+                    ),
                     Some(0) => return Ok(reply),
                     // Replicas joined since: wait for this grant now, then as usual.
                     Some(_) => {
-                        lock_ignoring_poison(&self.replicas_absent).retain(|a| !a.covers(slot));
-                        let acked: i64 = self
-                            .conn
+                        lock_ignoring_poison(&self.absent).retain(|a| !a.covers(slot));
+                        let acked: i64 = conn
                             .query_on_slot(
                                 slot,
                                 redis::cmd("WAIT")
@@ -450,7 +581,8 @@ impl Inner {
                             )
                             .await?;
                         (
-                            self.grant_decision(slot, replicas, acked, &ran_on).await?,
+                            self.grant_decision(conn, slot, replicas, acked, &ran_on)
+                                .await?,
                             acked,
                         )
                     }
@@ -470,7 +602,7 @@ impl Inner {
                 for arg in call.args {
                     invocation.arg(arg);
                 }
-                return self.conn.script(&invocation, call.context, call.name).await;
+                return conn.script(&invocation, call.context, call.name).await;
             }
         };
         if decision == Decision::Keep {
@@ -485,7 +617,7 @@ impl Inner {
         let undone = match decision {
             // Not on the server that made the grant: leave it to that server's demotion.
             Decision::Abandon => Ok(redis::Value::Nil),
-            _ => undo().run::<redis::Value>(&self.conn, call.name).await,
+            _ => undo().run::<redis::Value>(conn, call.name).await,
         };
         if let Decision::UndoAndMove(primary) = decision {
             // Undone on the suspect primary; from now on, ask the sentinels where to go.
@@ -493,7 +625,7 @@ impl Inner {
                 primary = %primary,
                 "latchkey: the sentinels do not vouch for the primary; connecting again"
             );
-            self.follow.primary_moved(Some(&primary));
+            follow.primary_moved(Some(&primary));
         }
         undone?;
         Err(Error::NotReplicated {
@@ -508,29 +640,6 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cluster_nodes_give_each_primary_its_slots() {
-        let text = "\
-07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
-67ed 127.0.0.1:30002@40002,host master - 0 1426238316232 2 connected 5461-10922
-e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5461->-67ed]
-6ec2 127.0.0.1:30003@40003 master - 0 0 3 connected
-9a1b 127.0.0.1:30005@40005 master,fail - 0 0 5 disconnected 12001-16383
-";
-        assert_eq!(
-            parse_cluster_nodes(text),
-            vec![
-                Shard {
-                    slots: vec![(5461, 10922)],
-                },
-                Shard {
-                    slots: vec![(0, 5460), (12000, 12000)],
-                },
-            ]
-        );
-        assert!(parse_cluster_nodes("").is_empty());
-    }
 
     #[test]
     fn role_replies_give_the_replica_count_of_a_primary_only() {

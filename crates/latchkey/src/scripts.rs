@@ -1,60 +1,192 @@
-//! The Lua scripts, kept as files in `scripts/` and sent with EVALSHA.
+//! The Lua scripts, kept as files in `scripts/` and sent with EVALSHA: every script of the
+//! library is declared here, once.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The source of the script `$file` of `scripts/`, after the prelude (`scripts/prelude.lua`: the
-/// helpers every script may use). A command Redis refuses is reported on a line of this text.
+/// The source of a script: the prelude (`scripts/prelude.lua`: the helpers every script may use),
+/// then the files of `scripts/` named, in order (a family's helpers, then the script). A command
+/// Redis refuses is reported on a line of this text.
 macro_rules! lua {
-    ($file:literal) => {
+    ($($file:literal),+) => {
         concat!(
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prelude.lua")),
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))
+            $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))),+
         )
     };
 }
-pub(crate) use lua;
+/// The registry: a `static NAME: LazyLock<Script>` per script (`NAME = "file.lua";`, or a family's
+/// helpers first: `NAME = "family.lua", "file.lua";`), and [`SOURCES`], every script's text.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident = $($file:literal),+;)+) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| Script::new(lua!($($file),+)));
+        )+
 
-macro_rules! script {
-    ($(#[$doc:meta])* $name:ident = $file:literal) => {
-        $(#[$doc])*
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(lua!($file)));
+        /// Every script latchkey runs, as sent (after the prelude): to name the command on the
+        /// line where Redis refused one.
+        pub(crate) const SOURCES: &[&str] = &[$(lua!($($file),+)),+];
     };
 }
 
-script!(
+scripts! {
     /// Acquire or re-enter a reentrant lock.
-    LOCK_ACQUIRE = "lock_acquire.lua"
-);
-script!(
+    LOCK_ACQUIRE = "lock_acquire.lua";
+
     /// Release one hold of a reentrant lock.
-    LOCK_RELEASE = "lock_release.lua"
-);
-script!(
+    LOCK_RELEASE = "lock_release.lua";
+
     /// Release a lock's last hold again on a new primary after a failover, if it is still the
     /// latest grant.
-    LOCK_RELEASE_RESEND = "lock_release_resend.lua"
-);
-script!(
+    LOCK_RELEASE_RESEND = "lock_release_resend.lua";
+
     /// Renew or check a batch of held locks.
-    LOCK_RENEW = "lock_renew.lua"
-);
-script!(
+    LOCK_RENEW = "lock_renew.lua";
+
     /// Unregister a client whose last waiter gave up, passing on a hand-off meant for it.
-    LOCK_LEAVE = "lock_leave.lua"
-);
-script!(
+    LOCK_LEAVE = "lock_leave.lua";
+
     /// Read a lock's state in one snapshot.
-    LOCK_STATUS = "lock_status.lua"
-);
-script!(
+    LOCK_STATUS = "lock_status.lua";
+
     /// Delete a lock whoever holds it.
-    LOCK_FORCE_UNLOCK = "lock_force_unlock.lua"
-);
+    LOCK_FORCE_UNLOCK = "lock_force_unlock.lua";
+
+    /// Acquire or re-enter a fair lock, queueing the caller in arrival order.
+    FAIR_ACQUIRE = "fair_prelude.lua", "fair_acquire.lua";
+
+    /// Release one hold of a fair lock, waking the head of its queue.
+    FAIR_RELEASE = "fair_prelude.lua", "fair_release.lua";
+
+    /// Take a fair-lock waiter that gave up out of the queue.
+    FAIR_LEAVE = "fair_prelude.lua", "fair_leave.lua";
+
+    /// Delete a fair lock whoever holds it.
+    FAIR_FORCE_UNLOCK = "fair_prelude.lua", "fair_force_unlock.lua";
+
+    /// Acquire or re-enter the read side of a read-write lock.
+    RW_READ_ACQUIRE = "rw_prelude.lua", "rw_read_acquire.lua";
+
+    /// Acquire or re-enter the write side of a read-write lock.
+    RW_WRITE_ACQUIRE = "rw_prelude.lua", "rw_write_acquire.lua";
+
+    /// Release one read hold of a read-write lock.
+    RW_READ_RELEASE = "rw_prelude.lua", "rw_read_release.lua";
+
+    /// Release one write hold of a read-write lock.
+    RW_WRITE_RELEASE = "rw_prelude.lua", "rw_write_release.lua";
+
+    /// Renew or check a batch of read and write holds.
+    RW_RENEW = "rw_prelude.lua", "rw_renew.lua";
+
+    /// Take the pending mark of a writer that gave up.
+    RW_LEAVE = "rw_prelude.lua", "rw_leave.lua";
+
+    /// Delete a read-write lock whoever holds it.
+    RW_FORCE_UNLOCK = "rw_prelude.lua", "rw_force_unlock.lua";
+
+    /// Take permits from a semaphore.
+    SEM_ACQUIRE = "sem_acquire.lua";
+
+    /// Give permits back to a semaphore.
+    SEM_RELEASE = "sem_release.lua";
+
+    /// Set up a semaphore's permits unless it is set up already.
+    SEM_SET_PERMITS = "sem_set_permits.lua";
+
+    /// Add permits to a semaphore, or take some away.
+    SEM_ADD_PERMITS = "sem_add_permits.lua";
+
+    /// Take leased permits from a permit-expirable semaphore.
+    PSEM_ACQUIRE = "psem_prelude.lua", "psem_acquire.lua";
+
+    /// Give leased permits back by id.
+    PSEM_RELEASE = "psem_prelude.lua", "psem_release.lua";
+
+    /// Set up a permit-expirable semaphore's permits unless it is set up already.
+    PSEM_SET_PERMITS = "psem_prelude.lua", "psem_set_permits.lua";
+
+    /// Add permits to a permit-expirable semaphore, or take some away.
+    PSEM_ADD_PERMITS = "psem_prelude.lua", "psem_add_permits.lua";
+
+    /// Count a permit-expirable semaphore's permits.
+    PSEM_COUNT = "psem_prelude.lua", "psem_count.lua";
+
+    /// Renew or check a batch of permit leases.
+    PSEM_RENEW = "psem_prelude.lua", "psem_renew.lua";
+
+    /// Set a count-down latch's count unless it is set already.
+    LATCH_SET_COUNT = "latch_set_count.lua";
+
+    /// Count a count-down latch down by one.
+    LATCH_COUNT_DOWN = "latch_count_down.lua";
+
+    /// RedLock: take the lock on one node.
+    REDLOCK_ACQUIRE = "redlock_acquire.lua";
+
+    /// RedLock: raise one node's fencing counter to a quorum hold's token.
+    REDLOCK_FENCE = "redlock_fence.lua";
+
+    /// RedLock: release the lock on one node.
+    REDLOCK_RELEASE = "redlock_release.lua";
+
+    /// Offer items to a delayed queue.
+    DELAY_OFFER = "delay_offer.lua";
+
+    /// Move due items and timed-out deliveries to the ready list.
+    DELAY_TRANSFER = "delay_transfer.lua";
+
+    /// Cancel an item still waiting for its due time.
+    DELAY_REMOVE = "delay_remove.lua";
+
+    /// Read the earliest waiting items.
+    DELAY_PENDING = "delay_pending.lua";
+
+    /// Take the head of the ready list.
+    QUEUE_TAKE = "queue_take.lua";
+
+    /// Acknowledge a delivery.
+    QUEUE_ACK = "queue_ack.lua";
+
+    /// Put an item back.
+    QUEUE_REQUEUE = "queue_requeue.lua";
+
+    /// Extend a delivery's visibility timeout.
+    QUEUE_EXTEND = "queue_extend.lua";
+
+    /// Dead-letter an item that cannot be decoded.
+    QUEUE_DEAD = "queue_dead.lua";
+}
 
 /// Redisson's unlock message (`LockPubSub.UNLOCK_MESSAGE`).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// Redisson's read-unlock message (`LockPubSub.READ_UNLOCK_MESSAGE`): wake every waiter.
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+#[cfg(test)]
+mod tests {
+    use super::SOURCES;
+
+    /// Every script file is registered, once: its text ends exactly one of [`SOURCES`] (after
+    /// the prelude and its family's helpers, the files named `*prelude.lua`), so that every
+    /// script is declared here and a command refused in it can be named.
+    #[test]
+    fn every_script_is_registered_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".lua") || name.ends_with("prelude.lua") {
+                continue;
+            }
+            files += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let found = SOURCES.iter().filter(|s| s.ends_with(&text)).count();
+            assert_eq!(found, 1, "{name} is registered {found} times in scripts.rs");
+        }
+        assert_eq!(files, SOURCES.len(), "a script is registered twice");
+    }
+}

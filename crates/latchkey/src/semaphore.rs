@@ -1,36 +1,24 @@
 //! The counting semaphore, compatible with Redisson's `RSemaphore`.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::prefix_name;
+use crate::keys::{check_name, SemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::task::detached;
-use crate::watchdog::Task;
+use crate::task::{detached, Task};
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 
-static SEM_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_acquire.lua")));
-static SEM_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_release.lua")));
-static SEM_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_set_permits.lua")));
-static SEM_ADD_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("sem_add_permits.lua")));
+use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
 /// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
 /// `int`s, so larger totals would break Java clients sharing the semaphore.
 pub const MAX_PERMITS: u32 = i32::MAX as u32;
-
-/// The longest a waiter sleeps between attempts. Release messages normally wake it long before;
-/// this bounds the stall when a message is lost or the counts were changed without one.
-pub(crate) const MAX_PARK: Duration = Duration::from_secs(2);
 
 /// Checks a permit count for an acquire or release: 1 to [`MAX_PERMITS`].
 pub(crate) fn check_permits(n: u32) -> Result<()> {
@@ -47,29 +35,6 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-pub(crate) fn deadline_after(wait: Duration) -> Result<Instant> {
-    Instant::now().checked_add(wait).ok_or_else(|| {
-        Error::invalid(
-            "wait",
-            format!("{wait:?} overflows the clock; use `acquire` to wait without a limit"),
-        )
-    })
-}
-
-/// How long a waiter with this deadline parks at most before its next attempt.
-pub(crate) fn park_until(now: Instant, park: Duration, deadline: Option<Instant>) -> Instant {
-    let until = now + park;
-    deadline.map_or(until, |d| d.min(until))
-}
-
-pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
-    Error::Redis(redis::RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        what,
-        format!("{reply:?}"),
-    )))
 }
 
 /// A distributed counting semaphore, kept in Redis in Redisson's `RSemaphore` layout.
@@ -162,13 +127,13 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         let name = name.into();
-        let key = self.object_name(&name);
+        let keys = SemaphoreKeys::new(self.namespace(), &name);
         Semaphore {
             inner: Arc::new(SemaphoreInner {
                 client: self.clone(),
-                total_key: Arc::from(prefix_name("latchkey_semaphore_total", &key)),
-                channel: Arc::from(prefix_name("redisson_sc", &key)),
-                key: Arc::from(key),
+                total_key: keys.total,
+                channel: keys.channel,
+                key: keys.count,
                 name,
             }),
         }
@@ -184,14 +149,6 @@ enum Release {
     /// Permits given back without a guard ([`Semaphore::release`]): refused when more would be
     /// available than the record of the total.
     Checked,
-}
-
-enum Attempt {
-    Granted(Permits),
-    /// Not enough permits; this many were available.
-    Short {
-        available: i64,
-    },
 }
 
 impl Semaphore {
@@ -317,10 +274,7 @@ impl Semaphore {
                 "permits",
                 format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
             )),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 
@@ -430,7 +384,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn try_acquire(&self, n: u32, wait: Duration) -> Result<Option<Permits>> {
-        let deadline = deadline_after(wait)?;
+        let deadline = deadline_after(wait, "`acquire`")?;
         self.acquire_until(n, Some(deadline)).await
     }
 
@@ -472,10 +426,7 @@ impl Semaphore {
                 released: u64::from(n),
                 total: (*total).max(0) as u64,
             }),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 
@@ -487,10 +438,7 @@ impl Semaphore {
             .await?;
         match reply.as_slice() {
             [1, _] => Ok(()),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 
@@ -524,62 +472,26 @@ impl Semaphore {
     async fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Result<Option<Permits>> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        // Join the channel's waiters without I/O if this client listens on it already: then the
-        // first attempt is covered, and no retry after subscribing is needed.
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
-        };
-        let mut covered = subscription.is_some();
-        let mut woken = false;
-        loop {
-            match self.attempt(n).await? {
-                Attempt::Granted(permits) => {
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
-                    }
-                    return Ok(Some(permits));
-                }
-                Attempt::Short { available } => {
-                    // Woken for permits that are not enough for this request: let the next local
-                    // waiter (maybe a smaller request) try them.
-                    if woken && available > 0 {
-                        if let Some(subscription) = &subscription {
-                            subscription.pass_on();
-                        }
-                    }
-                }
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: a release between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
-                covered = true;
-                woken = false;
-                continue;
-            };
-            woken = waiting
-                .wait_until(park_until(now, MAX_PARK, deadline))
-                .await;
+        Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::Count,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         }
+        .run(deadline, |_| self.attempt(n))
+        .await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard is dropped there, which gives the permits back.
-    async fn attempt(&self, n: u32) -> Result<Attempt> {
+    async fn attempt(&self, n: u32) -> Result<Attempt<Permits>> {
         let semaphore = self.clone();
         detached(Box::pin(async move { semaphore.attempt_inner(n).await })).await?
     }
 
-    async fn attempt_inner(&self, n: u32) -> Result<Attempt> {
+    async fn attempt_inner(&self, n: u32) -> Result<Attempt<Permits>> {
         let inner = &self.inner;
         // With replica sync, permits taken that too few replicas acknowledged are given back
         // (the release script adds the `n` permits just taken to the available count again and
@@ -606,13 +518,13 @@ impl Semaphore {
                 n,
                 released: false,
             })),
-            [0, available] => Ok(Attempt::Short {
-                available: *available,
+            // Woken for permits that are not enough for this request: let the next local waiter
+            // (maybe a smaller request) try them.
+            [0, available] => Ok(Attempt::Wait {
+                retry_after: None,
+                short: *available > 0,
             }),
-            other => Err(unexpected(
-                "unexpected reply from the semaphore script",
-                other,
-            )),
+            other => Err(unexpected("the semaphore script", other)),
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::{Conn, Verdict};
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// How long a lock's last release is kept to be sent again after a failover. A release sent to
 /// the demoted primary in the second or so before the client follows the switch may never have

@@ -1,7 +1,19 @@
-//! Running work that must finish even if the caller stops waiting for it.
+//! Background work: scripts that must run even if nobody waits for them.
+//!
+//! [`detached`] runs a future in its own task, so that a caller who goes away cannot strand a
+//! hold. The client's task queue ([`start`]) runs the [`Task`]s handed to it: the releases of
+//! dropped guards, the clean-up of waiters that gave up, the undoing of grants.
 
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 
 /// Runs `work` in its own task (spawned at once) and returns a future of its output.
@@ -20,4 +32,129 @@ where
 {
     let handle = tokio::spawn(work);
     async move { handle.await.map_err(|_| Error::Closed) }
+}
+
+/// Work handed to the background task: a script to run once, for a guard dropped without an
+/// explicit release (or an acquire whose caller went away).
+#[derive(Debug)]
+pub(crate) struct Task {
+    pub(crate) script: &'static redis::Script,
+    pub(crate) keys: Vec<Arc<str>>,
+    pub(crate) args: Vec<String>,
+    /// What is being done, for the log if it fails.
+    pub(crate) context: &'static str,
+    /// For a release: the mark (the holds layer's `ReleaseMark`) that keeps the owner's next
+    /// acquire from taking the hold being released for a stranded one. Dropped once this task
+    /// has run.
+    pub(crate) release: Option<Box<dyn fmt::Debug + Send + Sync>>,
+    /// What a failure leaves behind, for the warning when the task fails in the background;
+    /// `None` for a hold that expires with its lease anyway.
+    pub(crate) lost: Option<String>,
+}
+
+impl Task {
+    /// A script call: `script` with `keys` and `args`, doing `context` (for the log).
+    pub(crate) fn new(
+        script: &'static redis::Script,
+        keys: Vec<Arc<str>>,
+        args: Vec<String>,
+        context: &'static str,
+    ) -> Task {
+        Task {
+            script,
+            keys,
+            args,
+            context,
+            release: None,
+            lost: None,
+        }
+    }
+
+    /// This task, keeping `mark` until it has run.
+    pub(crate) fn releasing(mut self, mark: impl fmt::Debug + Send + Sync + 'static) -> Task {
+        self.release = Some(Box::new(mark));
+        self
+    }
+
+    /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
+    /// names the object in errors.
+    pub(crate) async fn run<T: redis::FromRedisValue>(&self, conn: &Conn, name: &str) -> Result<T> {
+        let mut invocation = self.script.prepare_invoke();
+        for key in &self.keys {
+            invocation.key(&**key);
+        }
+        for arg in &self.args {
+            invocation.arg(arg);
+        }
+        conn.script(&invocation, self.context, name).await
+    }
+
+    /// Runs the script now, in its own task (see [`detached`]): it completes even if the
+    /// returned future is dropped. Every explicit release goes through here, so a caller who
+    /// stops waiting for `unlock()` still releases.
+    pub(crate) fn run_detached<T>(
+        self,
+        conn: &Conn,
+        name: &str,
+    ) -> impl Future<Output = Result<T>> + Send + 'static
+    where
+        T: redis::FromRedisValue + Send + 'static,
+    {
+        let conn = conn.clone();
+        let name = name.to_owned();
+        let done = detached(Box::pin(async move { self.run::<T>(&conn, &name).await }));
+        async move { done.await? }
+    }
+}
+
+/// Starts the task that runs the [`Task`]s sent to the returned queue, until `shutdown`; then
+/// it finishes what was sent, within the command timeout of `conn`.
+pub(crate) fn start(conn: Conn, shutdown: CancellationToken) -> mpsc::UnboundedSender<Task> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(task_loop(conn, rx, shutdown));
+    tx
+}
+
+async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: CancellationToken) {
+    let mut running = JoinSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            task = rx.recv() => match task {
+                Some(task) => {
+                    running.spawn(run_task(conn.clone(), task));
+                }
+                None => break,
+            },
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    // The client is gone: finish what was handed over, bounded by the command timeout.
+    while let Ok(task) = rx.try_recv() {
+        running.spawn(run_task(conn.clone(), task));
+    }
+    let deadline = Instant::now() + conn.timeout();
+    while !running.is_empty() {
+        if tokio::time::timeout_at(deadline, running.join_next())
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+}
+
+async fn run_task(conn: Conn, task: Task) {
+    let name = task.keys.first().map_or("", |k| &**k);
+    if let Err(e) = task.run::<redis::Value>(&conn, name).await {
+        match &task.lost {
+            Some(lost) => {
+                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
+            }
+            None => {
+                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
+            }
+        }
+    }
 }

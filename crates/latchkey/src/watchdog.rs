@@ -1,5 +1,6 @@
-//! The watchdog: one background task per client that keeps every held lock alive, notices lost
-//! ones, and performs the releases that dropped guards hand to it.
+//! The holds layer: the registry of every hold of a client, and the watchdog, one background
+//! task per client that keeps every held lock alive and notices lost ones. (The releases that
+//! dropped guards hand over run in the client's task queue, [`crate::task`].)
 //!
 //! Every lock this client holds is an entry of the [`Registry`], keyed by lock key and owner
 //! field, with a count of the guards that share the hold. Every third of the watchdog timeout the
@@ -16,14 +17,33 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinSet;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
+use crate::error::{Error, Result};
 use crate::scripts;
-use crate::task::detached;
+
+/// The longest lease latchkey accepts (365 days).
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
+pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
+        ));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::invalid(
+            "lease",
+            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
+        ));
+    }
+    Ok(lease.as_millis() as u64)
+}
 
 /// The most locks renewed by one script call.
 pub(crate) const RENEW_BATCH: usize = 100;
@@ -381,85 +401,23 @@ struct RenewItem {
     lease_ms: u64,
 }
 
-/// Work handed to the background task: a script to run once, for a guard dropped without an
-/// explicit release (or an acquire whose caller went away).
-#[derive(Debug)]
-pub(crate) struct Task {
-    pub(crate) script: &'static redis::Script,
-    pub(crate) keys: Vec<Arc<str>>,
-    pub(crate) args: Vec<String>,
-    /// What is being done, for the log if it fails.
-    pub(crate) context: &'static str,
-    /// For a release: the mark that keeps the owner's next acquire from taking the hold being
-    /// released for a stranded one, until this task has run.
-    pub(crate) release: Option<ReleaseMark>,
-    /// What a failure leaves behind, for the warning when the task fails in the background;
-    /// `None` for a hold that expires with its lease anyway.
-    pub(crate) lost: Option<String>,
-}
-
-impl Task {
-    /// This task, keeping `mark` until it has run.
-    pub(crate) fn releasing(mut self, mark: ReleaseMark) -> Task {
-        self.release = Some(mark);
-        self
-    }
-
-    /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
-    /// names the object in errors.
-    pub(crate) async fn run<T: redis::FromRedisValue>(
-        &self,
-        conn: &Conn,
-        name: &str,
-    ) -> crate::error::Result<T> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in &self.keys {
-            invocation.key(&**key);
-        }
-        for arg in &self.args {
-            invocation.arg(arg);
-        }
-        conn.script(&invocation, self.context, name).await
-    }
-
-    /// Runs the script now, in its own task (see [`detached`]): it completes even if the
-    /// returned future is dropped. Every explicit release goes through here, so a caller who
-    /// stops waiting for `unlock()` still releases.
-    pub(crate) fn run_detached<T>(
-        self,
-        conn: &Conn,
-        name: &str,
-    ) -> impl std::future::Future<Output = crate::error::Result<T>> + Send + 'static
-    where
-        T: redis::FromRedisValue + Send + 'static,
-    {
-        let conn = conn.clone();
-        let name = name.to_owned();
-        let done = detached(Box::pin(async move { self.run::<T>(&conn, &name).await }));
-        async move { done.await? }
-    }
-}
-
-/// Starts the watchdog task and returns the queue for background work.
+/// Starts the watchdog task: it renews and checks the holds of `registry` until `shutdown`.
 pub(crate) fn start(
     conn: Conn,
     registry: Arc<Registry>,
     watchdog_timeout: Duration,
     command_timeout: Duration,
     shutdown: CancellationToken,
-) -> mpsc::UnboundedSender<Task> {
-    let (tx, rx) = mpsc::unbounded_channel();
+) {
     let period = watchdog_timeout / 3;
     tokio::spawn(renew_loop(
-        conn.clone(),
+        conn,
         registry,
         watchdog_timeout,
         period,
         command_timeout.min(period),
-        shutdown.clone(),
+        shutdown,
     ));
-    tokio::spawn(task_loop(conn, rx, shutdown));
-    tx
 }
 
 async fn renew_loop(
@@ -491,7 +449,7 @@ async fn renew_loop(
         let mut by_script: HashMap<(&'static str, u16), Vec<RenewItem>> = HashMap::new();
         for item in items {
             let slot = if cluster {
-                crate::conn::key_slot(item.key.key.as_bytes())
+                crate::keys::key_slot(item.key.key.as_bytes())
             } else {
                 0
             };
@@ -545,46 +503,25 @@ async fn renew_loop(
     }
 }
 
-async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: CancellationToken) {
-    let mut running = JoinSet::new();
-    loop {
-        tokio::select! {
-            biased;
-            task = rx.recv() => match task {
-                Some(task) => {
-                    running.spawn(run_task(conn.clone(), task));
-                }
-                None => break,
-            },
-            Some(_) = running.join_next(), if !running.is_empty() => {}
-            _ = shutdown.cancelled() => break,
-        }
-    }
-    // The client is gone: finish what was handed over, bounded by the command timeout.
-    while let Ok(task) = rx.try_recv() {
-        running.spawn(run_task(conn.clone(), task));
-    }
-    let deadline = Instant::now() + conn.timeout();
-    while !running.is_empty() {
-        if tokio::time::timeout_at(deadline, running.join_next())
-            .await
-            .is_err()
-        {
-            break;
-        }
-    }
-}
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
 
-async fn run_task(conn: Conn, task: Task) {
-    let name = task.keys.first().map_or("", |k| &**k);
-    if let Err(e) = task.run::<redis::Value>(&conn, name).await {
-        match &task.lost {
-            Some(lost) => {
-                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
-            }
-            None => {
-                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
-            }
-        }
+    #[test]
+    fn leases_are_checked() {
+        assert!(check_lease(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(Duration::from_micros(999))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
+            .unwrap_err()
+            .is_invalid_argument());
+        assert_eq!(
+            check_lease(MAX_LEASE).unwrap(),
+            MAX_LEASE.as_millis() as u64
+        );
+        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
     }
 }

@@ -1,11 +1,12 @@
 //! `delayed`: 5000 items with delays uniform in 0.5–3 s through a delayed queue; how late each
-//! is taken, and whether any is lost or delivered twice.
+//! is taken, and whether any is lost or delivered twice. Then the rate of one `offer_all` of
+//! 100,000 items.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,8 @@ const CONSUMER_CLIENTS: usize = 2;
 const CONSUMERS_PER_CLIENT: usize = 4;
 /// How long after the last due time items may still come before they count as lost.
 const GRACE: Duration = Duration::from_secs(5);
+/// Items of the one `offer_all` call (due in an hour: nobody takes them).
+pub const BATCH_ITEMS: u32 = 100_000;
 
 #[derive(Serialize, Deserialize)]
 struct Item {
@@ -42,6 +45,8 @@ pub struct DelayedResult {
     pub items: u32,
     /// How long offering them took, in seconds.
     pub offer_seconds: f64,
+    /// Items per second of one `offer_all` call with [`BATCH_ITEMS`] items.
+    pub offer_all_per_s: f64,
     /// Lateness: taken − due (early items count as 0 here and in `early`).
     pub lateness: Latency,
     /// Items taken before their due time (should be 0).
@@ -141,11 +146,25 @@ pub async fn run(setup: &Setup) -> Result<DelayedResult> {
     }
     bar.finish_and_clear();
     drop(consumer_clients);
+
+    // One batch on a queue of its own, with no consumer.
+    let batch = producer.delayed_queue::<Item>(format!("{name}:batch"));
+    let items: Vec<(Item, Duration)> = (0..BATCH_ITEMS)
+        .map(|seq| (Item { seq, due_ms: 0 }, Duration::from_secs(3600)))
+        .collect();
+    let started = std::time::Instant::now();
+    batch.offer_all(items).await.context("offer_all")?;
+    let offer_all_per_s = f64::from(BATCH_ITEMS) / started.elapsed().as_secs_f64();
+    let waiting = batch.len().await?;
+    if waiting != u64::from(BATCH_ITEMS) {
+        bail!("offer_all of {BATCH_ITEMS} items left {waiting} waiting");
+    }
     let lost = seen.iter().filter(|&&n| n == 0).count() as u64;
     let duplicates = seen.iter().map(|&n| u64::from(n.saturating_sub(1))).sum();
     Ok(DelayedResult {
         items: ITEMS,
         offer_seconds,
+        offer_all_per_s,
         lateness: Latency::of(&mut lateness),
         early,
         lost,

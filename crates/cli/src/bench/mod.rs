@@ -56,7 +56,7 @@ pub struct Setup {
 pub struct Run {
     /// `latchkey` or `rslock`.
     pub library: &'static str,
-    /// `unlock` or `drop` for solo; empty otherwise.
+    /// `unlock` or `drop` for solo; `unfenced` or `8 tasks` for redlock3; empty otherwise.
     pub variant: &'static str,
     /// Pairs or critical sections completed in the measured window.
     pub count: u64,
@@ -199,7 +199,7 @@ pub struct Report {
     pub contended: Vec<Run>,
     /// `fair` (latchkey only: rslock has no fair lock).
     pub fair: Vec<Run>,
-    /// `redlock3`.
+    /// `redlock3`, with its `unfenced` and `8 tasks` variants (latchkey only).
     pub redlock3: Vec<Run>,
     /// Why redlock3 did not run, if it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -393,9 +393,17 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
     if has(Workload::Redlock3) {
         if targets.redlock.len() == 3 {
             let urls: Vec<String> = targets.redlock.iter().map(|t| t.url.clone()).collect();
-            report
-                .redlock3
-                .push(ours::redlock3(&setup, &urls).await.context("redlock3")?);
+            for run in [
+                ours::RedLockRun::Solo,
+                ours::RedLockRun::Unfenced,
+                ours::RedLockRun::Tasks8,
+            ] {
+                report.redlock3.push(
+                    ours::redlock3(&setup, &urls, run)
+                        .await
+                        .context("redlock3")?,
+                );
+            }
             if peer {
                 report.redlock3.push(
                     peer::redlock3(&setup, &urls)
@@ -849,6 +857,16 @@ fn render(report: &Report) -> String {
         seq_pairs,
         "pairs/s",
     );
+    for run in [ours::RedLockRun::Unfenced, ours::RedLockRun::Tasks8] {
+        if let Some(ours) = find(&report.redlock3, "latchkey", run.variant()) {
+            table.row(row(
+                ["", &format!("pairs/s, {}", run.variant())],
+                rate(Some(ours)),
+                String::new(),
+                blank(),
+            ));
+        }
+    }
     if let Some(d) = &report.delayed {
         let [target, met] = verdict("delayed", "lateness p99 (ms)");
         let late = format!(
@@ -862,6 +880,12 @@ fn render(report: &Report) -> String {
             late,
             String::new(),
             [String::new(), String::new(), target, met],
+        ));
+        table.row(row(
+            ["", "offer_all items/s (one call, 100k)"],
+            thousands(d.offer_all_per_s),
+            String::new(),
+            blank(),
         ));
         let lost = format!("{} / {} / {}", d.lost, d.duplicates, d.early);
         table.row(row(

@@ -187,25 +187,71 @@ async fn sections(setup: &Setup, name: &str, make: impl Fn(&Client) -> OneLock) 
     contended::measure(setup, "latchkey", &counter, no_plain, make).await
 }
 
-/// `redlock3`: `solo` over 3 independent servers.
-pub async fn redlock3(setup: &Setup, urls: &[String]) -> Result<Run> {
+/// A `redlock3` run: the workload itself, or one of two variants that show what fencing and
+/// concurrency cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedLockRun {
+    /// `solo` over 3 servers: one task, fenced (the default).
+    Solo,
+    /// The same without fencing tokens (one round trip less per acquire).
+    Unfenced,
+    /// 8 tasks at once, fenced, each on its own names.
+    Tasks8,
+}
+
+impl RedLockRun {
+    /// The run's `variant` in the report.
+    pub fn variant(self) -> &'static str {
+        match self {
+            RedLockRun::Solo => "",
+            RedLockRun::Unfenced => "unfenced",
+            RedLockRun::Tasks8 => "8 tasks",
+        }
+    }
+}
+
+/// `redlock3`: `solo` over 3 independent servers, or one of its variants.
+pub async fn redlock3(setup: &Setup, urls: &[String], run: RedLockRun) -> Result<Run> {
     let mut clients = Vec::new();
     for url in urls {
         clients.push(connect::client(url, None).await?);
     }
+    let (tasks, fencing) = match run {
+        RedLockRun::Solo => (1, true),
+        RedLockRun::Unfenced => (1, false),
+        RedLockRun::Tasks8 => (8, true),
+    };
+    let per_task = SOLO_NAMES / tasks as u64;
     let locks: Vec<RedLock> = (0..SOLO_NAMES)
-        .map(|i| RedLock::new(format!("{}:redlock:{i}", setup.prefix), clients.clone()))
+        .map(|i| {
+            RedLock::builder(format!("{}:redlock:{i}", setup.prefix), clients.clone())
+                .fencing(fencing)
+                .build()
+        })
         .collect::<latchkey::Result<_>>()
         .context("making the RedLocks")?;
-    let pair = |i: u64| {
-        let lock = locks[(i % SOLO_NAMES) as usize].clone();
-        async move {
-            let started = Instant::now();
-            lock.lock().await?.unlock().await?;
-            Ok(started.elapsed())
+    // Task `t` rotates over names t*per_task .. (t+1)*per_task: no two tasks share a lock.
+    let make = |t: usize| {
+        let locks = locks.clone();
+        move |i: u64| {
+            let lock = locks[(t as u64 * per_task + i % per_task) as usize].clone();
+            async move {
+                let started = Instant::now();
+                lock.lock().await?.unlock().await?;
+                Ok(started.elapsed())
+            }
         }
     };
-    sequential(None, "pairs", setup.warmup, pair).await?;
-    let mut measured = sequential(Some("redlock3 latchkey"), "pairs", setup.duration, pair).await?;
-    Ok(Run::new("latchkey", "", &mut measured))
+    let label = match run {
+        RedLockRun::Solo => "redlock3 latchkey".to_owned(),
+        other => format!("redlock3 latchkey, {}", other.variant()),
+    };
+    let mut measured = if tasks == 1 {
+        sequential(None, "pairs", setup.warmup, make(0)).await?;
+        sequential(Some(&label), "pairs", setup.duration, make(0)).await?
+    } else {
+        concurrent(None, "pairs", setup.warmup, tasks, &make).await?;
+        concurrent(Some(&label), "pairs", setup.duration, tasks, &make).await?
+    };
+    Ok(Run::new("latchkey", run.variant(), &mut measured))
 }

@@ -9,11 +9,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{unexpected, Keys, DELAY_TRANSFER, FALLBACK_POLL, TRANSFER_BATCH};
+use super::{Keys, DELAY_TRANSFER, FALLBACK_POLL, TRANSFER_BATCH};
 use crate::client::{Client, Inner};
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::pubsub::{Subscription, WakePolicy};
+use crate::wait::unexpected;
 
 /// The first retry delay after a failed transfer; it doubles up to [`FALLBACK_POLL`].
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
@@ -194,10 +195,7 @@ impl Agent {
                 .await?;
             let received = Instant::now();
             let [moved, redelivered, next_due, next_deadline, now_us] = reply[..] else {
-                return Err(unexpected(
-                    "unexpected reply from the transfer script",
-                    reply,
-                ));
+                return Err(unexpected("the transfer script", reply));
             };
             if moved as usize >= TRANSFER_BATCH || redelivered as usize >= TRANSFER_BATCH {
                 // More is due: let other commands in between, then go on.

@@ -15,14 +15,16 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::{
-    check_delay, check_visibility, deadline_after, encode, unexpected, Core, ItemId, Offer, When,
-    DEFAULT_VISIBILITY_TIMEOUT, QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
+    check_delay, check_visibility, encode, Core, ItemId, Offer, When, DEFAULT_VISIBILITY_TIMEOUT,
+    QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
 };
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
+use crate::keys::check_name;
 use crate::pubsub::WakePolicy;
-use crate::watchdog::Task;
+use crate::task::Task;
+use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
 /// The longest a waiting consumer sleeps between two attempts. A message on the ready channel
 /// normally wakes it long before; this bounds the wait when a message is lost.
@@ -291,7 +293,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # }
     /// ```
     pub async fn poll(&self, timeout: Duration) -> Result<Option<T>> {
-        let deadline = deadline_after(timeout)?;
+        let deadline = deadline_after(timeout, "`take`")?;
         self.receive(Some(deadline), || self.pop_once()).await
     }
 
@@ -354,14 +356,13 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```
     pub async fn poll_reliable(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
         let visibility = check_visibility(self.visibility)?;
-        let deadline = deadline_after(timeout)?;
+        let deadline = deadline_after(timeout, "`take`")?;
         self.receive(Some(deadline), || self.claim_once(visibility))
             .await
     }
 
     /// Attempts until one finds an item or `deadline` passes, sleeping in between until a message
-    /// on the ready channel (or [`CONSUMER_PARK`]). Subscribes before the retry that follows the
-    /// first failed attempt, so no push between an attempt and the wait goes unnoticed.
+    /// on the ready channel (or [`CONSUMER_PARK`]): the one wait loop (see `wait.rs`).
     async fn receive<R, F, Fut>(
         &self,
         deadline: Option<Instant>,
@@ -372,34 +373,24 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         Fut: Future<Output = Result<Option<R>>>,
     {
         self.core.ready_to_use()?;
-        let hub = &self.core.client.inner.hub;
-        let channel = &*self.core.keys.ready_channel;
-        // If this client already listens on the channel, queue up at once (no I/O): the first
-        // attempt is then covered.
-        let mut subscription = hub.try_join(channel, || None);
-        let mut covered = subscription.is_some();
-        loop {
-            if let Some(found) = attempt().await? {
-                // The subscription is dropped unfinished: a wake-up it got meanwhile was for
-                // another item, and passes to the next waiter of this client.
-                drop(subscription);
-                return Ok(Some(found));
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                subscription = Some(hub.subscribe(channel, WakePolicy::Count, None).await?);
-                covered = true;
-                continue;
-            };
-            let mut until = now + CONSUMER_PARK;
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
+        Waiting {
+            hub: &self.core.client.inner.hub,
+            channel: &self.core.keys.ready_channel,
+            policy: WakePolicy::Count,
+            on_leave: None,
+            max_park: CONSUMER_PARK,
+            pass_on_unused_wake: true,
         }
+        .run(deadline, |_| {
+            let found = attempt();
+            async move {
+                Ok(match found.await? {
+                    Some(found) => Attempt::Granted(found),
+                    None => Attempt::retry_after_ms(-1),
+                })
+            }
+        })
+        .await
     }
 
     /// One `pop`, in its own task: if the caller is gone when the item arrives, dropping the
@@ -412,7 +403,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                 return Ok(None);
             };
             let (Value::BulkString(id), Value::BulkString(payload)) = (id, payload) else {
-                return Err(unexpected("unexpected reply from the take script", "pop"));
+                return Err(unexpected("the take script", "pop"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
             match codec.decode(&payload) {
@@ -446,7 +437,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
             let (Value::BulkString(id), Value::BulkString(payload), Value::Int(attempt)) =
                 (id, payload, attempt)
             else {
-                return Err(unexpected("unexpected reply from the take script", "claim"));
+                return Err(unexpected("the take script", "claim"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
             core.agent()
@@ -599,10 +590,10 @@ async fn take_script<const N: usize>(
             Value::Array(parts) => {
                 return match <[Value; N]>::try_from(parts) {
                     Ok(parts) => Ok(Some(parts)),
-                    Err(parts) => Err(unexpected("unexpected reply from the take script", parts)),
+                    Err(parts) => Err(unexpected("the take script", parts)),
                 }
             }
-            other => return Err(unexpected("unexpected reply from the take script", other)),
+            other => return Err(unexpected("the take script", other)),
         }
     }
 }
@@ -756,9 +747,9 @@ impl<T> Delivery<T> {
     /// The requeue task for this delivery.
     fn requeue_task(&self, delay_us: u64) -> Task {
         let keys = &self.core.keys;
-        Task {
-            script: &QUEUE_REQUEUE,
-            keys: vec![
+        Task::new(
+            &QUEUE_REQUEUE,
+            vec![
                 keys.ready.clone(),
                 keys.items.clone(),
                 keys.unacked.clone(),
@@ -767,17 +758,15 @@ impl<T> Delivery<T> {
                 keys.ready_channel.clone(),
                 keys.delay_channel.clone(),
             ],
-            args: vec![
+            vec![
                 "claimed".to_owned(),
                 self.id.to_string(),
                 self.attempt.to_string(),
                 delay_us.to_string(),
                 self.core.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a queue delivery",
-            release: None,
-            lost: None,
-        }
+            "releasing a queue delivery",
+        )
     }
 
     /// Acknowledges the delivery: the item is finished and never delivered again. Returns `true`

@@ -11,12 +11,14 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{
-    check_delay, check_due, delay_from_secs_f64, encode, unexpected, Core, ItemId, Offer, When,
-    DELAY_PENDING, DELAY_REMOVE,
+    check_delay, check_due, delay_from_secs_f64, encode, Core, ItemId, Offer, When, DELAY_PENDING,
+    DELAY_REMOVE,
 };
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
+use crate::keys::check_name;
+use crate::wait::unexpected;
 
 /// A durable delayed queue: each item is kept in Redis until its delay has passed, then moves
 /// to the ready list of the [`BlockingQueue`](crate::BlockingQueue) of the same name, where
@@ -478,10 +480,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
             let [redis::Value::BulkString(id), redis::Value::Int(due_ms), redis::Value::BulkString(payload)] =
                 triple
             else {
-                return Err(unexpected(
-                    "unexpected reply from the pending script",
-                    triple,
-                ));
+                return Err(unexpected("the pending script", triple));
             };
             pending.push(PendingItem {
                 id: ItemId(String::from_utf8_lossy(id).into_owned()),

@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Script;
-
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::check_name;
+pub(crate) use crate::keys::QueueKeys as Keys;
+use crate::watchdog::MAX_LEASE;
 
 pub use blocking::{BlockingQueue, Delivery};
 pub use delayed::{DelayedQueue, PendingItem};
@@ -61,50 +62,10 @@ const OFFER_BATCH: usize = 1000;
 /// The most payload bytes one offer script call carries (a single larger item goes alone).
 const OFFER_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-macro_rules! script {
-    ($(#[$doc:meta])* $name:ident = $file:literal) => {
-        $(#[$doc])*
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(crate::scripts::lua!($file)));
-    };
-}
-
-script!(
-    /// Offer items to a delayed queue.
-    DELAY_OFFER = "delay_offer.lua"
-);
-script!(
-    /// Move due items and timed-out deliveries to the ready list.
-    DELAY_TRANSFER = "delay_transfer.lua"
-);
-script!(
-    /// Cancel an item still waiting for its due time.
-    DELAY_REMOVE = "delay_remove.lua"
-);
-script!(
-    /// Read the earliest waiting items.
-    DELAY_PENDING = "delay_pending.lua"
-);
-script!(
-    /// Take the head of the ready list.
-    QUEUE_TAKE = "queue_take.lua"
-);
-script!(
-    /// Acknowledge a delivery.
-    QUEUE_ACK = "queue_ack.lua"
-);
-script!(
-    /// Put an item back.
-    QUEUE_REQUEUE = "queue_requeue.lua"
-);
-script!(
-    /// Extend a delivery's visibility timeout.
-    QUEUE_EXTEND = "queue_extend.lua"
-);
-script!(
-    /// Dead-letter an item that cannot be decoded.
-    QUEUE_DEAD = "queue_dead.lua"
-);
+pub(crate) use crate::scripts::{
+    DELAY_OFFER, DELAY_PENDING, DELAY_REMOVE, DELAY_TRANSFER, QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND,
+    QUEUE_REQUEUE, QUEUE_TAKE,
+};
 
 /// The unique id of one queued item, returned when it is offered.
 ///
@@ -154,36 +115,6 @@ static SEQUENCE: LazyLock<AtomicU64> = LazyLock::new(|| {
     AtomicU64::new(micros)
 });
 
-/// The keys and channels of one queue.
-#[derive(Debug)]
-pub(crate) struct Keys {
-    pub(crate) delayed: Arc<str>,
-    pub(crate) ready: Arc<str>,
-    pub(crate) items: Arc<str>,
-    pub(crate) unacked: Arc<str>,
-    pub(crate) attempts: Arc<str>,
-    pub(crate) dead: Arc<str>,
-    pub(crate) delay_channel: Arc<str>,
-    pub(crate) ready_channel: Arc<str>,
-}
-
-impl Keys {
-    fn new(name: &str) -> Keys {
-        // `<prefix>:{name}`, or `<prefix>:name` when the name has its own hash tag.
-        let key = |prefix: &str| Arc::from(crate::keys::prefix_name(prefix, name));
-        Keys {
-            delayed: key("latchkey_delay_queue_timeout"),
-            ready: key("latchkey_queue"),
-            items: key("latchkey_queue_items"),
-            unacked: key("latchkey_queue_unacked"),
-            attempts: key("latchkey_queue_attempts"),
-            dead: key("latchkey_queue_dead"),
-            delay_channel: key("latchkey_delay_queue_channel"),
-            ready_channel: key("latchkey_queue_channel"),
-        }
-    }
-}
-
 /// What every handle of one queue shares: the client, the name, the keys, the agent link.
 pub(crate) struct Core {
     pub(crate) client: Client,
@@ -222,7 +153,7 @@ impl Core {
     pub(crate) fn new(client: Client, name: String) -> Arc<Core> {
         let id_tag: String = client.id().chars().filter(|c| *c != '-').take(16).collect();
         let core = Arc::new(Core {
-            keys: Keys::new(&client.object_name(&name)),
+            keys: Keys::new(client.namespace(), &name),
             client,
             name,
             id_tag,
@@ -389,37 +320,16 @@ pub(crate) fn check_due(when: SystemTime) -> Result<u64> {
 
 /// Checks a visibility timeout and returns it in milliseconds.
 pub(crate) fn check_visibility(timeout: Duration) -> Result<u64> {
-    if timeout < Duration::from_millis(1) || timeout > crate::client::MAX_LEASE {
+    if timeout < Duration::from_millis(1) || timeout > MAX_LEASE {
         return Err(Error::invalid(
             "visibility timeout",
             format!(
                 "{timeout:?} is out of range; use at least 1 ms and at most {:?}",
-                crate::client::MAX_LEASE
+                MAX_LEASE
             ),
         ));
     }
     Ok(timeout.as_millis() as u64)
-}
-
-/// The deadline `wait` from now.
-pub(crate) fn deadline_after(wait: Duration) -> Result<tokio::time::Instant> {
-    tokio::time::Instant::now()
-        .checked_add(wait)
-        .ok_or_else(|| {
-            Error::invalid(
-                "timeout",
-                format!("{wait:?} overflows the clock; use `take` to wait without a limit"),
-            )
-        })
-}
-
-/// Fails with a typed error for a reply of an unexpected shape.
-pub(crate) fn unexpected(what: &'static str, reply: impl fmt::Debug) -> Error {
-    Error::Redis(redis::RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        what,
-        format!("{reply:?}"),
-    )))
 }
 
 #[cfg(test)]

@@ -6,43 +6,29 @@ mod write_guard;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::{check_name, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::fair_lock::{
-    deadline_after, lease_ms, lease_of, park_for, retry_park, unexpected, MAX_PARK,
-};
-use crate::keys::{prefix_name, suffix_name};
-use crate::lock::LockOptions;
+use crate::guard::{attempt_hold, lock_methods, Holds};
+use crate::keys::{check_name, RwLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::stall::pause_before_retry;
-use crate::task::detached;
-use crate::watchdog::{HoldKey, Lease, Renewal, Task};
+use crate::task::{detached, Task};
+use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
+use crate::watchdog::{HoldKey, Lease, Renewal};
 
 pub use read_guard::ReadGuard;
 pub use write_guard::WriteGuard;
 
-static RW_READ_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_acquire.lua")));
-static RW_WRITE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_acquire.lua")));
-static RW_READ_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_read_release.lua")));
-static RW_WRITE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_write_release.lua")));
-static RW_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_renew.lua")));
-static RW_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_leave.lua")));
-static RW_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::lua!("rw_force_unlock.lua")));
+use crate::scripts::{
+    RW_FORCE_UNLOCK, RW_LEAVE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_WRITE_ACQUIRE,
+    RW_WRITE_RELEASE,
+};
 
 /// A distributed read-write lock: any number of readers, or one writer, kept in Redis in
 /// Redisson's `RReadWriteLock` layout.
@@ -51,7 +37,7 @@ static RW_FORCE_UNLOCK: LazyLock<Script> =
 /// with [`RwLock::write`]. The owner is the handle: both sides of one handle (and its clones)
 /// share an owner id, so they re-enter each other's holds and the holder of the write lock may
 /// also read (downgrade). Reading and then asking to write is refused with
-/// [`Error::UpgradeNotSupported`] rather than deadlocking.
+/// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) rather than deadlocking.
 ///
 /// Writers are preferred: a waiting writer holds back new readers, so writers do not starve
 /// under a steady stream of readers (see below).
@@ -88,7 +74,7 @@ static RW_FORCE_UNLOCK: LazyLock<Script> =
 /// know the mark and are not held back by it.
 ///
 /// Upgrading (asking for the write lock while holding only a read hold) is refused with
-/// [`Error::UpgradeNotSupported`]: two readers upgrading at once would wait for each other
+/// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported): two readers upgrading at once would wait for each other
 /// forever. Downgrading (taking a read hold while holding the write lock) is allowed; once the
 /// write holds are released, the lock stays in read mode for the remaining read holds.
 ///
@@ -177,27 +163,19 @@ enum Granted {
     Write(WriteGuard),
 }
 
-enum Attempt {
-    Granted(Granted),
-    /// Not granted; retry after this many ms at the latest (-1: no expiry). `mark` is set when
-    /// a writer was marked pending.
-    Waiting {
-        retry_after: i64,
-        mark: Option<PendingMark>,
-    },
-    /// A read holder asked for the write lock.
-    Upgrade,
-    /// The script call timed out while this side of the handle held nothing and had no other
-    /// attempt or release under way: a grant it made after all is stranded and the next
-    /// attempt takes it over as one fresh hold, so trying again is safe (see `lock.rs`).
-    Stalled(Error),
+/// One read-write lock attempt: the wait loop's answer, the pending mark of a writer that was
+/// marked by it, and whether it was refused as an upgrade.
+struct RwAttempt {
+    attempt: Attempt<Granted>,
+    mark: Option<PendingMark>,
+    upgrade: bool,
 }
 
 impl RwLock {
     fn new(client: Client, name: String) -> RwLock {
         let owner = client.next_owner();
-        let object = client.object_name(&name);
-        let key: Arc<str> = Arc::from(object.as_str());
+        let keys = RwLockKeys::new(client.namespace(), &name);
+        let key = keys.hash.clone();
         RwLock {
             inner: Arc::new(RwInner {
                 read_hold: HoldKey {
@@ -210,16 +188,11 @@ impl RwLock {
                     key,
                     field: Arc::from(format!("{owner}:write")),
                 },
-                token_key: Arc::from(prefix_name("latchkey_rwlock_token", &object)),
-                writers_key: Arc::from(prefix_name("latchkey_rwlock_writers", &object)),
-                channel: Arc::from(prefix_name("redisson_rwlock", &object)),
-                read_prefix: Arc::from(suffix_name(&object, &format!("{owner}:rwlock_timeout"))),
-                // Readers' lease keys are `<lease_prefix>:<owner>:rwlock_timeout:<i>`.
-                lease_prefix: Arc::from(if object.contains('{') {
-                    object.clone()
-                } else {
-                    format!("{{{object}}}")
-                }),
+                read_prefix: keys.read_prefix(&owner),
+                token_key: keys.token,
+                writers_key: keys.writers,
+                channel: keys.channel,
+                lease_prefix: keys.lease_prefix,
                 pending: AtomicUsize::new(0),
                 read_guards: AtomicUsize::new(0),
                 client,
@@ -268,7 +241,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::InvalidArgument`] for a bad name.
+    /// Connection errors, [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name.
     ///
     /// # Examples
     ///
@@ -301,7 +274,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] if the key is not a read-write lock, connection errors.
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a read-write lock, connection errors.
     ///
     /// # Examples
     ///
@@ -364,267 +337,227 @@ impl RwLock {
         deadline: Option<Instant>,
     ) -> Result<Option<Granted>> {
         check_name(&self.inner.name)?;
-        let hub = &self.inner.client.inner.hub;
-        let channel = &*self.inner.channel;
-        let will_wait = deadline.is_none_or(|d| d > Instant::now());
-        let mut subscription = if will_wait {
-            hub.try_join(channel, || None)
-        } else {
-            None
+        // A writer's pending mark (dropped without being disarmed — give-up, error,
+        // cancellation — it clears the mark), and the pause before an upgrade is tried again.
+        let state = std::sync::Mutex::new((None::<PendingMark>, Duration::from_millis(10)));
+        let waiting = Waiting {
+            hub: &self.inner.client.inner.hub,
+            channel: &self.inner.channel,
+            policy: WakePolicy::All,
+            on_leave: None,
+            max_park: MAX_PARK,
+            pass_on_unused_wake: false,
         };
-        let mut covered = subscription.is_some();
-        // Dropped without being disarmed (give-up, error, cancellation), it clears the mark.
-        let mut mark: Option<PendingMark> = None;
-        let mut settle = Duration::from_millis(10);
-        loop {
-            let park = park_for(deadline, MAX_PARK);
-            let retry_after = match self.attempt(side, lease, park).await? {
-                Attempt::Granted(granted) => {
-                    if let Some(mark) = mark.take() {
-                        mark.disarm();
+        let granted = waiting
+            .run(deadline, |turn| {
+                let state = &state;
+                async move {
+                    let RwAttempt {
+                        attempt,
+                        mark,
+                        upgrade,
+                    } = self.attempt(side, lease, turn.park).await?;
+                    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                    if mark.is_some() {
+                        // Counted already: replacing the old mark never lets the count touch 0.
+                        state.0 = mark;
                     }
-                    if let Some(subscription) = subscription {
-                        subscription.finish();
+                    if !upgrade {
+                        return Ok(attempt);
                     }
-                    return Ok(Some(granted));
-                }
-                Attempt::Upgrade if self.inner.read_guards.load(Ordering::Acquire) > 0 => {
-                    return Err(Error::UpgradeNotSupported {
-                        name: self.inner.name.clone(),
-                    })
-                }
-                Attempt::Upgrade => {
+                    if self.inner.read_guards.load(Ordering::Acquire) > 0 {
+                        return Err(Error::UpgradeNotSupported {
+                            name: self.inner.name.clone(),
+                        });
+                    }
                     // This owner's read holds are on their way out (dropped guards whose
                     // release the background task is sending): wait for them.
-                    let wait = settle;
-                    settle = (settle * 2).min(MAX_PARK);
-                    wait.as_millis() as i64
+                    let settle = state.1;
+                    state.1 = (settle * 2).min(MAX_PARK);
+                    Ok(Attempt::Wait {
+                        retry_after: Some(settle),
+                        short: false,
+                    })
                 }
-                Attempt::Waiting {
-                    retry_after,
-                    mark: marked,
-                } => {
-                    if marked.is_some() {
-                        // Counted already: replacing the old mark never lets the count touch 0.
-                        mark = marked;
-                    }
-                    retry_after
-                }
-                Attempt::Stalled(err) => {
-                    pause_before_retry(err, deadline).await?;
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
+            })
+            .await?;
+        if granted.is_some() {
+            let mark = state.lock().unwrap_or_else(|e| e.into_inner()).0.take();
+            if let Some(mark) = mark {
+                mark.disarm();
             }
-            let Some(waiting) = subscription.as_ref().filter(|_| covered) else {
-                // Subscribe, then retry at once: an unlock between the failed attempt and the
-                // subscription would otherwise go unnoticed.
-                match hub.subscribe(channel, WakePolicy::All, None).await {
-                    Ok(subscribed) => {
-                        subscription = Some(subscribed);
-                        covered = true;
-                    }
-                    Err(err) => pause_before_retry(err, deadline).await?,
-                }
-                continue;
-            };
-            let mut until = now + retry_park(retry_after, MAX_PARK);
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            waiting.wait_until(until).await;
         }
+        Ok(granted)
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer
     /// comes, the guard or pending mark it carries is dropped there, which releases the hold or
     /// clears the mark.
-    async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {
         let rw = self.clone();
         detached(async move { rw.attempt_inner(side, lease, park).await }).await?
     }
 
-    async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<Attempt> {
+    async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {
         let inner = &self.inner;
-        let client = &inner.client.inner;
-        let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = lease_ms(lease, watchdog_timeout);
-        // Held until the grant is recorded: a concurrent attempt of this side is not "alone".
-        let attempt = client.registry.begin_attempt(match side {
-            Side::Read => &inner.read_hold,
-            Side::Write => &inner.write_hold,
-        });
-        let alone = if attempt.alone { "1" } else { "0" }.to_owned();
-        let (script, keys, args, context): (&'static Script, Vec<&str>, Vec<String>, _) = match side
-        {
-            Side::Read => (
-                &RW_READ_ACQUIRE,
-                vec![
-                    &*inner.read_hold.key,
-                    &*inner.token_key,
-                    &*inner.writers_key,
-                    &*inner.read_prefix,
-                    &*inner.lease_prefix,
-                ],
-                vec![
-                    lease_ms.to_string(),
-                    inner.read_hold.field.to_string(),
-                    inner.write_hold.field.to_string(),
-                    alone,
-                ],
-                "acquiring a read lock",
-            ),
-            Side::Write => (
-                &RW_WRITE_ACQUIRE,
-                vec![
-                    &*inner.write_hold.key,
-                    &*inner.token_key,
-                    &*inner.writers_key,
-                    &*inner.lease_prefix,
-                ],
-                vec![
-                    lease_ms.to_string(),
-                    inner.write_hold.field.to_string(),
-                    inner.read_hold.field.to_string(),
-                    (park.as_millis() as u64).to_string(),
-                    alone,
-                ],
-                "acquiring a write lock",
-            ),
+        let renewal = |hold: &HoldKey, kind| -> Arc<dyn Renewal> {
+            Arc::new(RwRenewal {
+                key: hold.key.clone(),
+                read_prefix: inner.read_prefix.clone(),
+                field: hold.field.clone(),
+                kind,
+            })
         };
-        let sent_at = Instant::now();
+        let (mut mark, mut upgrade) = (None, false);
+        // Not granted: a wait (a writer is marked pending unless it will not wait), or a read
+        // holder asking for the write lock.
+        let refused = |reply: &[i64]| match reply {
+            [0, retry_after] => {
+                mark = (side == Side::Write && !park.is_zero())
+                    .then(|| PendingMark::new(self.clone()));
+                Ok(Attempt::retry_after_ms(*retry_after))
+            }
+            [-1] if side == Side::Write => {
+                upgrade = true;
+                Ok(Attempt::retry_after_ms(-1))
+            }
+            other => Err(unexpected("the read-write lock script", other)),
+        };
         // With replica sync, a grant too few replicas acknowledged is undone by the release
         // script of the side just granted: one read hold (its lease key goes, the lock is
         // deleted if it was the last hold) or one write hold (the lock is deleted, or turns back
         // to read mode for a downgrading holder); either wakes the waiters. The attempt then
         // fails with NotReplicated. A write grant already removed this writer's pending mark; a
         // refused upgrade ({-1}) or a wait ({0, …}) granted nothing and is not undone.
-        let reply: Vec<i64> = match client
-            .acquire_script(
-                AcquireCall {
-                    script,
-                    keys: &keys,
-                    args: &args,
-                    context,
-                    name: &inner.name,
-                },
-                |reply: &Vec<i64>| reply.first() == Some(&1),
-                || match side {
-                    Side::Read => self.read_release_task(lease_ms),
-                    Side::Write => self.write_release_task(lease_ms),
-                },
-            )
-            .await
-        {
-            Ok(reply) => reply,
-            Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
-            Err(err) => return Err(err),
-        };
-        match reply.as_slice() {
-            [1, token, holds] => {
-                let (hold, kind) = match side {
-                    Side::Read => (&inner.read_hold, RenewKind::Read),
-                    Side::Write => (&inner.write_hold, RenewKind::Write),
-                };
-                let ticket = client.registry.acquired(
-                    hold.clone(),
-                    &inner.name,
-                    *holds as u64,
+        let attempt = match side {
+            Side::Read => {
+                let keys = [
+                    &*inner.read_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.read_prefix,
+                    &*inner.lease_prefix,
+                ];
+                attempt_hold(
+                    &self.read(),
                     lease,
-                    watchdog_timeout,
-                    sent_at,
-                    Arc::new(RwRenewal {
-                        key: hold.key.clone(),
-                        read_prefix: inner.read_prefix.clone(),
-                        field: hold.field.clone(),
-                        kind,
-                    }),
-                );
-                let token = *token as u64;
-                Ok(Attempt::Granted(match side {
-                    Side::Read => Granted::Read(ReadGuard::new(self.clone(), ticket, lease, token)),
-                    Side::Write => {
-                        Granted::Write(WriteGuard::new(self.clone(), ticket, lease, token))
-                    }
-                }))
+                    AcquireCall {
+                        script: &RW_READ_ACQUIRE,
+                        keys: &keys,
+                        args: &[],
+                        context: "acquiring a read lock",
+                        name: &inner.name,
+                    },
+                    |lease_ms| {
+                        vec![
+                            lease_ms.to_string(),
+                            inner.read_hold.field.to_string(),
+                            inner.write_hold.field.to_string(),
+                        ]
+                    },
+                    || renewal(&inner.read_hold, RenewKind::Read),
+                    |core| Granted::Read(ReadGuard::new(core)),
+                    refused,
+                )
+                .await?
             }
-            [0, retry_after] => Ok(Attempt::Waiting {
-                retry_after: *retry_after,
-                mark: (side == Side::Write && !park.is_zero())
-                    .then(|| PendingMark::new(self.clone())),
-            }),
-            [-1] if side == Side::Write => Ok(Attempt::Upgrade),
-            other => Err(unexpected("the read-write lock script", other)),
-        }
+            Side::Write => {
+                let keys = [
+                    &*inner.write_hold.key,
+                    &*inner.token_key,
+                    &*inner.writers_key,
+                    &*inner.lease_prefix,
+                ];
+                attempt_hold(
+                    &self.write(),
+                    lease,
+                    AcquireCall {
+                        script: &RW_WRITE_ACQUIRE,
+                        keys: &keys,
+                        args: &[],
+                        context: "acquiring a write lock",
+                        name: &inner.name,
+                    },
+                    |lease_ms| {
+                        vec![
+                            lease_ms.to_string(),
+                            inner.write_hold.field.to_string(),
+                            inner.read_hold.field.to_string(),
+                            (park.as_millis() as u64).to_string(),
+                        ]
+                    },
+                    || renewal(&inner.write_hold, RenewKind::Write),
+                    |core| Granted::Write(WriteGuard { core }),
+                    refused,
+                )
+                .await?
+            }
+        };
+        Ok(RwAttempt {
+            attempt,
+            mark,
+            upgrade,
+        })
     }
 
     /// The script call that clears this owner's pending-writer mark.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_LEAVE,
-            keys: vec![
+        Task::new(
+            &RW_LEAVE,
+            vec![
                 inner.write_hold.key.clone(),
                 inner.writers_key.clone(),
                 inner.channel.clone(),
             ],
-            args: vec![
+            vec![
                 inner.write_hold.field.to_string(),
                 READ_UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "leaving a read-write lock's pending writers",
-            release: None,
-            lost: None,
-        }
+            "leaving a read-write lock's pending writers",
+        )
     }
 
     /// The release script call for one read hold, with `lease_ms` left on remaining ones.
     fn read_release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_READ_RELEASE,
-            keys: vec![
+        Task::new(
+            &RW_READ_RELEASE,
+            vec![
                 inner.read_hold.key.clone(),
                 inner.channel.clone(),
                 inner.read_prefix.clone(),
                 inner.lease_prefix.clone(),
             ],
-            args: vec![
+            vec![
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.read_hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a read lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a read lock",
+        )
     }
 
     /// The release script call for one write hold, with `lease_ms` left on remaining ones.
     fn write_release_task(&self, lease_ms: u64) -> Task {
         let inner = &self.inner;
-        Task {
-            script: &RW_WRITE_RELEASE,
-            keys: vec![
+        Task::new(
+            &RW_WRITE_RELEASE,
+            vec![
                 inner.write_hold.key.clone(),
                 inner.channel.clone(),
                 inner.lease_prefix.clone(),
             ],
-            args: vec![
+            vec![
                 READ_UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.write_hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
             ],
-            context: "releasing a write lock",
-            release: None,
-            lost: None,
-        }
+            "releasing a write lock",
+        )
     }
 }
 
@@ -644,12 +577,8 @@ pub struct WriteLock {
     rw: RwLock,
 }
 
-impl ReadLock {
-    /// The read-write lock this is the read side of.
-    pub fn rw_lock(&self) -> &RwLock {
-        &self.rw
-    }
-
+lock_methods! {
+    ReadLock -> ReadGuard;
     /// Acquires a read hold, waiting as long as it takes: while a writer holds the lock, or
     /// while a writer waits for it (writer preference; re-entering a read hold and reading while
     /// holding the write lock never wait). The lease is the client's watchdog timeout, renewed by
@@ -657,7 +586,7 @@ impl ReadLock {
     ///
     /// # Redis stalls
     ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
     /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
     /// through (without a limit, any stall). That is safe when this handle (its read side) held nothing and
     /// had no other acquire or release under way: a grant that the timed-out call made after all is
@@ -673,13 +602,13 @@ impl ReadLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name, [`Error::WrongType`] if a key of the lock holds
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds
     /// another type (or the hash is not a read-write lock; nothing is changed then), connection
-    /// errors ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
+    /// errors ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the grant in time: the read hold was released again
-    /// ([`Error::is_not_replicated`]).
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
     ///
     /// # Examples
     ///
@@ -691,113 +620,21 @@ impl ReadLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn lock(&self) -> Result<ReadGuard> {
-        match self.try_lock_until(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
+    lock;
     /// Tries to acquire a read hold, waiting at most `wait`; `Ok(None)` if it could not in time.
     /// `Duration::ZERO` tries once. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// if let Some(guard) = config.read().try_lock(Duration::from_millis(200)).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<ReadGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
-            .await
+    try_lock;
+}
+
+impl ReadLock {
+    /// The read-write lock this is the read side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
     }
 
-    /// Acquires a read hold with [`LockOptions`]: a fixed lease (no watchdog) and/or a bounded
-    /// wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
-    /// let guard = config.read().lock_with(options).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<ReadGuard> {
-        let started = std::time::Instant::now();
-        self.try_lock_with(options)
-            .await?
-            .ok_or_else(|| Error::WaitTimedOut {
-                name: self.rw.inner.name.clone(),
-                waited: started.elapsed(),
-            })
-    }
-
-    /// Like [`ReadLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ReadLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ReadLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = config.read().try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<ReadGuard>> {
-        let lease = lease_of(options)?;
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
-        self.try_lock_until(lease, deadline).await
-    }
-
-    async fn try_lock_until(
-        &self,
-        lease: Lease,
-        deadline: Option<Instant>,
-    ) -> Result<Option<ReadGuard>> {
-        match Box::pin(self.rw.acquire(Side::Read, lease, deadline)).await? {
-            Some(Granted::Read(guard)) => Ok(Some(guard)),
+    async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<ReadGuard>> {
+        match self.rw.acquire(Side::Read, lease, deadline).await? {
+            Some(Granted::Read(guard)) => Ok(Some(guard.delivered())),
             Some(Granted::Write(_)) => unreachable!("a read acquire grants a read hold"),
             None => Ok(None),
         }
@@ -811,7 +648,7 @@ impl ReadLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -827,12 +664,8 @@ impl ReadLock {
     }
 }
 
-impl WriteLock {
-    /// The read-write lock this is the write side of.
-    pub fn rw_lock(&self) -> &RwLock {
-        &self.rw
-    }
-
+lock_methods! {
+    WriteLock -> WriteGuard;
     /// Acquires the write lock, waiting as long as it takes for readers and other writers to
     /// leave. While it waits, new readers are held back (writer preference). The lease is the
     /// client's watchdog timeout, renewed by the watchdog until the guard is released.
@@ -842,7 +675,7 @@ impl WriteLock {
     ///
     /// # Redis stalls
     ///
-    /// If a call to Redis times out ([`Error::Timeout`]) while the wait has time left, the attempt
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
     /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
     /// through (without a limit, any stall). That is safe when this handle (its write side) held nothing and
     /// had no other acquire or release under way: a grant that the timed-out call made after all is
@@ -859,15 +692,15 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// [`Error::UpgradeNotSupported`] at once if this handle (or a clone) has a live read guard
+    /// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) at once if this handle (or a clone) has a live read guard
     /// and no write hold (nothing is changed; release the read holds first). Read holds whose
-    /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`] for a bad
-    /// name, [`Error::WrongType`] if a key of the lock holds another type, connection errors
-    /// ([`Error::is_connection`]) if Redis cannot be reached.
-    /// [`Error::NotReplicated`] with replica sync (see
+    /// guards were already dropped are waited for instead, since their release is on its way. [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad
+    /// name, [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds another type, connection errors
+    /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the grant in time: the write hold was released again
-    /// ([`Error::is_not_replicated`]).
+    /// ([`Error::is_not_replicated`](crate::Error::is_not_replicated)).
     ///
     /// # Examples
     ///
@@ -879,114 +712,21 @@ impl WriteLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn lock(&self) -> Result<WriteGuard> {
-        match self.try_lock_until(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
-    }
-
+    lock;
     /// Tries to acquire the write lock, waiting at most `wait`; `Ok(None)` if it could not in
     /// time (its pending mark is then cleared at once). `Duration::ZERO` tries once without
     /// marking itself pending. The lease is renewed by the watchdog.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`], and [`Error::InvalidArgument`] if `wait` is too large to add to
-    /// the clock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// match config.write().try_lock(Duration::from_secs(1)).await? {
-    ///     Some(guard) => guard.unlock().await?,
-    ///     None => println!("readers or a writer still there"),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration) -> Result<Option<WriteGuard>> {
-        self.try_lock_until(Lease::Watchdog, Some(deadline_after(wait)?))
-            .await
+    try_lock;
+}
+
+impl WriteLock {
+    /// The read-write lock this is the write side of.
+    pub fn rw_lock(&self) -> &RwLock {
+        &self.rw
     }
 
-    /// Acquires the write lock with [`LockOptions`]: a fixed lease (no watchdog) and/or a
-    /// bounded wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`]; [`Error::WaitTimedOut`] if a wait was given and ran out;
-    /// [`Error::InvalidArgument`] for a lease out of range or a wait too large.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
-    /// let guard = config.write().lock_with(options).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_with(&self, options: LockOptions) -> Result<WriteGuard> {
-        let started = std::time::Instant::now();
-        self.try_lock_with(options)
-            .await?
-            .ok_or_else(|| Error::WaitTimedOut {
-                name: self.rw.inner.name.clone(),
-                waited: started.elapsed(),
-            })
-    }
-
-    /// Like [`WriteLock::lock_with`], but a wait that runs out is `Ok(None)` rather than an
-    /// error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`WriteLock::lock`].
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock_with`], except for running out of time.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// use latchkey::LockOptions;
-    ///
-    /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
-    /// if let Some(guard) = config.write().try_lock_with(options).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<WriteGuard>> {
-        let lease = lease_of(options)?;
-        let deadline = options.wait_value().map(deadline_after).transpose()?;
-        self.try_lock_until(lease, deadline).await
-    }
-
-    async fn try_lock_until(
-        &self,
-        lease: Lease,
-        deadline: Option<Instant>,
-    ) -> Result<Option<WriteGuard>> {
-        match Box::pin(self.rw.acquire(Side::Write, lease, deadline)).await? {
+    async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<WriteGuard>> {
+        match self.rw.acquire(Side::Write, lease, deadline).await? {
             Some(Granted::Write(guard)) => Ok(Some(guard)),
             Some(Granted::Read(_)) => unreachable!("a write acquire grants a write hold"),
             None => Ok(None),
@@ -1001,7 +741,7 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -1024,7 +764,7 @@ impl WriteLock {
     ///
     /// # Errors
     ///
-    /// Connection errors, [`Error::WrongType`] if the key is not a hash.
+    /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not a hash.
     ///
     /// # Examples
     ///
@@ -1048,6 +788,42 @@ impl WriteLock {
             )
             .await?;
         Ok(mode.as_deref() == Some("write"))
+    }
+}
+
+impl Holds for ReadLock {
+    fn client(&self) -> &Client {
+        &self.rw.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.rw.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.rw.inner.read_hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        self.rw.read_release_task(lease_ms)
+    }
+}
+
+impl Holds for WriteLock {
+    fn client(&self) -> &Client {
+        &self.rw.inner.client
+    }
+
+    fn name(&self) -> &str {
+        &self.rw.inner.name
+    }
+
+    fn hold(&self) -> &HoldKey {
+        &self.rw.inner.write_hold
+    }
+
+    fn release_task(&self, lease_ms: u64) -> Task {
+        self.rw.write_release_task(lease_ms)
     }
 }
 

@@ -6,17 +6,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use latchkey::{Client, Error, PermitId, PermitOptions};
-use latchkey_test_support::{eventually, FaultProxy, RedisServer};
+use latchkey_test_support::{FaultProxy, RedisServer};
 use redis::AsyncCommands;
 
-async fn client(url: &str) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, eventually};
 
 /// Counts holders: `enter` returns the number inside after entering and records the maximum.
 #[derive(Default)]
@@ -44,7 +37,7 @@ impl Occupancy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_tasks_on_three_permits_never_exceed_three_holders() {
     let server = RedisServer::spawn();
-    let clients = [client(&server.url()).await, client(&server.url()).await];
+    let clients = [client(&server).await, client(&server).await];
     assert!(clients[0]
         .semaphore("pool")
         .try_set_permits(3)
@@ -79,7 +72,7 @@ async fn twenty_tasks_on_three_permits_never_exceed_three_holders() {
 #[tokio::test]
 async fn acquire_many_release_and_counts() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("counts");
     assert_eq!(semaphore.available().await.unwrap(), 0, "never set up");
     assert!(semaphore.try_set_permits(5).await.unwrap());
@@ -119,7 +112,7 @@ async fn acquire_many_release_and_counts() {
 #[tokio::test]
 async fn invalid_counts_are_rejected_before_io() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("bad");
     assert!(semaphore
         .acquire(0)
@@ -147,7 +140,7 @@ async fn invalid_counts_are_rejected_before_io() {
 #[tokio::test]
 async fn over_release_is_a_typed_error_and_changes_nothing() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("over");
     semaphore.try_set_permits(2).await.unwrap();
     let err = semaphore.release(1).await.unwrap_err();
@@ -175,7 +168,7 @@ async fn over_release_is_a_typed_error_and_changes_nothing() {
 #[tokio::test]
 async fn add_permits_moves_available_and_total_and_rejects_negative_totals() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("grow");
     semaphore.try_set_permits(1).await.unwrap();
     semaphore.add_permits(2).await.unwrap();
@@ -216,7 +209,7 @@ async fn add_permits_moves_available_and_total_and_rejects_negative_totals() {
 #[tokio::test]
 async fn a_waiter_is_woken_by_the_release_message() {
     let server = RedisServer::spawn();
-    let (a, b) = (client(&server.url()).await, client(&server.url()).await);
+    let (a, b) = (client(&server).await, client(&server).await);
     a.semaphore("wake").try_set_permits(1).await.unwrap();
     let held = a.semaphore("wake").acquire(1).await.unwrap();
 
@@ -248,7 +241,7 @@ async fn a_waiter_is_woken_by_the_release_message() {
 #[tokio::test]
 async fn a_larger_request_does_not_block_a_smaller_one_behind_it() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("sizes");
     semaphore.try_set_permits(3).await.unwrap();
     let all = semaphore.acquire(3).await.unwrap();
@@ -291,7 +284,7 @@ async fn a_larger_request_does_not_block_a_smaller_one_behind_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquires_leave_no_permit_and_no_subscription() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.semaphore("cancel");
     semaphore.try_set_permits(2).await.unwrap();
 
@@ -340,7 +333,7 @@ async fn cancelled_acquires_leave_no_permit_and_no_subscription() {
 #[tokio::test]
 async fn wrong_types_are_typed_errors_and_change_nothing() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let _: () = conn.hset("taken", "f", "v").await.unwrap();
     let semaphore = client.semaphore("taken");
@@ -374,7 +367,7 @@ async fn wrong_types_are_typed_errors_and_change_nothing() {
 #[tokio::test]
 async fn releases_are_published_in_redissons_format() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut pubsub = server.client().get_async_pubsub().await.unwrap();
     pubsub.subscribe("redisson_sc:{fmt}").await.unwrap();
     let mut messages = pubsub.on_message();
@@ -499,7 +492,7 @@ async fn settles_at(semaphore: &latchkey::Semaphore, want: i64) {
 #[tokio::test]
 async fn redisson_add_permits_then_latchkey_acquires_and_releases_all_of_them() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("issue12");
     assert!(semaphore.try_set_permits(2).await.unwrap());
@@ -528,7 +521,7 @@ async fn redisson_add_permits_then_latchkey_acquires_and_releases_all_of_them() 
 #[tokio::test]
 async fn redisson_release_does_not_make_latchkey_lose_a_permit() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("rel");
     semaphore.try_set_permits(2).await.unwrap();
@@ -549,7 +542,7 @@ async fn redisson_release_does_not_make_latchkey_lose_a_permit() {
 #[tokio::test]
 async fn redisson_try_set_permits_after_a_delete_does_not_make_latchkey_lose_a_permit() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("reset");
     semaphore.try_set_permits(2).await.unwrap();
@@ -571,7 +564,7 @@ async fn redisson_try_set_permits_after_a_delete_does_not_make_latchkey_lose_a_p
 #[tokio::test]
 async fn redisson_set_permits_does_not_make_latchkey_lose_a_permit() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("set");
     semaphore.try_set_permits(2).await.unwrap();
@@ -588,7 +581,7 @@ async fn redisson_set_permits_does_not_make_latchkey_lose_a_permit() {
 #[tokio::test]
 async fn redisson_drain_permits_does_not_make_latchkey_lose_a_permit() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("drain");
     semaphore.try_set_permits(4).await.unwrap();
@@ -612,7 +605,7 @@ async fn redisson_drain_permits_does_not_make_latchkey_lose_a_permit() {
 #[tokio::test]
 async fn a_release_without_a_guard_is_checked_against_the_total_latchkey_has_seen() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("seen");
     semaphore.try_set_permits(2).await.unwrap();
@@ -677,7 +670,7 @@ async fn a_failed_background_release_is_a_warning_naming_the_semaphore_and_permi
     let warnings = Warnings::default();
     let _log = tracing::subscriber::set_default(warnings.clone());
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let semaphore = client.semaphore("spoilt");
     semaphore.try_set_permits(5).await.unwrap();
@@ -709,7 +702,7 @@ async fn a_failed_background_release_is_a_warning_naming_the_semaphore_and_permi
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn permit_semaphore_twenty_tasks_on_three_permits() {
     let server = RedisServer::spawn();
-    let clients = [client(&server.url()).await, client(&server.url()).await];
+    let clients = [client(&server).await, client(&server).await];
     assert!(clients[0]
         .permit_semaphore("workers")
         .try_set_permits(3)
@@ -749,7 +742,7 @@ async fn permit_semaphore_twenty_tasks_on_three_permits() {
 #[tokio::test]
 async fn permit_ids_are_stored_in_redissons_layout() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.permit_semaphore("layout");
     semaphore.try_set_permits(4).await.unwrap();
     let permits = semaphore.acquire(2).await.unwrap();
@@ -777,7 +770,7 @@ async fn permit_ids_are_stored_in_redissons_layout() {
 #[tokio::test]
 async fn expired_permits_come_back_and_their_ids_are_unknown() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.permit_semaphore("expiring");
     semaphore.try_set_permits(2).await.unwrap();
     let options = PermitOptions::new().lease(Duration::from_millis(400));
@@ -825,7 +818,7 @@ async fn expired_permits_come_back_and_their_ids_are_unknown() {
 #[tokio::test]
 async fn unknown_permit_ids_are_a_typed_error() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.permit_semaphore("unknown");
     semaphore.try_set_permits(2).await.unwrap();
     let made_up: PermitId = "00112233445566778899aabbccddeeff".parse().unwrap();
@@ -854,7 +847,7 @@ async fn unknown_permit_ids_are_a_typed_error() {
 #[tokio::test]
 async fn the_watchdog_keeps_leases_alive_while_the_guard_lives() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await; // watchdog timeout 1 s
+    let client = client(&server).await; // watchdog timeout 1 s
     let semaphore = client.permit_semaphore("renewed");
     semaphore.try_set_permits(1).await.unwrap();
     let permits = semaphore.acquire(1).await.unwrap();
@@ -885,7 +878,7 @@ async fn permits_of_a_client_cut_off_from_redis_come_back_by_themselves() {
         .connect()
         .await
         .unwrap();
-    let survivor = client(&server.url()).await;
+    let survivor = client(&server).await;
     survivor
         .permit_semaphore("crash")
         .try_set_permits(3)
@@ -913,7 +906,7 @@ async fn permits_of_a_client_cut_off_from_redis_come_back_by_themselves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_permit_acquires_leave_nothing_behind() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.permit_semaphore("cancel");
     semaphore.try_set_permits(2).await.unwrap();
     for i in 0..40u64 {
@@ -951,7 +944,7 @@ async fn cancelled_permit_acquires_leave_nothing_behind() {
 #[tokio::test]
 async fn permit_semaphore_wait_options_and_add_permits() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let semaphore = client.permit_semaphore("opts");
     semaphore.try_set_permits(1).await.unwrap();
     let held = semaphore.acquire(1).await.unwrap();

@@ -4,17 +4,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use latchkey::Client;
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, cluster_url, eventually};
 
 #[tokio::test]
 async fn counts_down_to_zero_and_can_be_armed_again() {
@@ -218,8 +211,7 @@ fn the_latch_is_send_and_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hash_tagged_latch_opens_on_a_cluster() {
     let cluster = latchkey_test_support::RedisCluster::spawn(3, 0);
-    let hosts: Vec<String> = cluster.primaries().iter().map(|node| node.addr()).collect();
-    let url = format!("redis+cluster://{}", hosts.join(","));
+    let url = cluster_url(&cluster.primaries());
     let setter = Client::connect(url.as_str()).await.unwrap();
     let waiter = Client::connect(url.as_str()).await.unwrap();
     for (name, channel) in [

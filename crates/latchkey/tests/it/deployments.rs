@@ -3,30 +3,15 @@
 use std::time::Duration;
 
 use latchkey::Client;
-use latchkey_test_support::{eventually, FaultProxy, RedisServer, SentinelGroup, TlsFiles};
+use latchkey_test_support::{FaultProxy, RedisServer, SentinelGroup, TlsFiles};
+
+use crate::helpers::{eventually, read, retry};
 
 /// The documented minimal ACL for locks (see the README's "ACL" section).
 const LOCK_ACL: &str = "app on >app-secret ~* &redisson_lock__channel:* \
     -@all +evalsha +eval +script|load +ping +subscribe +unsubscribe +exists +hget +pttl \
     +type +hset +hexists +hincrby +hgetall +pexpire +incr +get +set +del +publish \
     +zadd +zrem +zrange +zcard +zscore +hlen +hdel +time";
-
-async fn retry<T, F, Fut>(mut op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = latchkey::Result<T>>,
-{
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match op().await {
-            Ok(v) => return v,
-            Err(e) if e.is_connection() && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failover_under_a_held_lock_and_a_waiter() {
@@ -247,13 +232,6 @@ async fn a_replica_synced_lock_survives_the_failover_of_its_primary() {
     assert_eq!(status.holders.len(), 1, "the lock survived the failover");
     assert_eq!(status.holders[0].owner, lock.owner_id());
     guard.unlock().await.unwrap();
-}
-
-/// Reads `args` on `server` (a primary or a replica) as a `T`.
-fn read<T: redis::FromRedisValue>(server: &RedisServer, args: &[&str]) -> T {
-    let reply = server.cmd_sync(args);
-    redis::from_redis_value_ref(&reply)
-        .unwrap_or_else(|e| panic!("{args:?} on {}: {e} ({reply:?})", server.addr()))
 }
 
 /// The names of the keys on `server` that match `pattern`, sorted.

@@ -2,19 +2,21 @@
 //! a queue in one slot (no CROSSSLOT), notices published with SPUBLISH on the owning shard, and
 //! transfer agents that wake there.
 //!
-//! One 3-primary cluster without replicas is shared by the tests of this file; every test uses
+//! One 3-primary cluster without replicas is shared by the tests of this module; every test uses
 //! its own queue names.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use latchkey::{Client, Error};
-use latchkey_test_support::{eventually, RedisCluster, RedisServer};
+use latchkey_test_support::{RedisCluster, RedisServer};
 use rand::seq::SliceRandom;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use serde::{Deserialize, Serialize};
+
+use crate::helpers::{cluster_url, eventually, now_ms, queue_client};
 
 /// How long a test waits for something that must happen before it gives up (a liveness bound
 /// for a hung test, never a speed assertion).
@@ -54,19 +56,7 @@ async fn cluster() -> &'static RedisCluster {
 
 /// A client of the cluster, seeded with every primary.
 async fn client() -> Client {
-    let hosts: Vec<String> = primaries().await.iter().map(|node| node.addr()).collect();
-    Client::builder(format!("redis+cluster://{}", hosts.join(",")))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect to the cluster")
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    queue_client(&cluster_url(&primaries().await)).await
 }
 
 /// `<prefix>:{<name>}`: a key or channel of a queue whose name has no hash tag.

@@ -4,27 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, Error, LockOptions};
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
-
-async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
-    let v: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(conn)
-        .await
-        .unwrap();
-    v.1
-}
+use crate::helpers::{client, eventually, numsub};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_of_4_clients_by_4_tasks() {

@@ -3,35 +3,33 @@
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, Error, LockOptions, RedLock};
-use latchkey_test_support::{eventually, free_port, FaultProxy, RedisServers};
+use latchkey_test_support::{free_port, FaultProxy, RedisServers};
 use redis::AsyncCommands;
 
-async fn client(url: &str) -> Client {
-    Client::builder(url)
+use crate::helpers::{builder, evalsha_calls, eventually};
+
+/// A client of one RedLock node: the settings of `helpers::client` with 2 s command and connect
+/// timeouts, so that a dead node fails its request well within a test's patience.
+fn node_builder(url: &str) -> latchkey::ClientBuilder {
+    builder(url)
         .watchdog_timeout(Duration::from_secs(1))
         .command_timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(2))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
 }
 
-/// A client that connects on first use (see `ClientBuilder::connect_lazy`).
+async fn node_client(url: &str) -> Client {
+    node_builder(url).connect().await.expect("connect")
+}
+
+/// A node client that connects on first use (see `ClientBuilder::connect_lazy`).
 fn lazy_client(url: &str) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(Duration::from_secs(1))
-        .command_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_secs(2))
-        .subscription_linger(Duration::from_millis(50))
-        .connect_lazy()
-        .expect("a lazy client")
+    node_builder(url).connect_lazy().expect("a lazy client")
 }
 
 async fn clients(servers: &RedisServers) -> Vec<Client> {
     let mut clients = Vec::new();
     for url in servers.urls() {
-        clients.push(client(&url).await);
+        clients.push(node_client(&url).await);
     }
     clients
 }
@@ -70,7 +68,7 @@ async fn node_sets_are_checked() {
     let err = RedLock::new("x", twice).unwrap_err();
     assert!(err.to_string().contains("twice"), "{err}");
     // Another client for the same server (another database even) is the same node.
-    let same = client(&format!("{}/3", servers[1].url())).await;
+    let same = node_client(&format!("{}/3", servers[1].url())).await;
     let err = RedLock::new("x", vec![all[0].clone(), all[1].clone(), same]).unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
     assert!(RedLock::new("", all[..3].to_vec())
@@ -278,20 +276,6 @@ async fn fencing_tokens_grow_even_when_quorums_differ() {
     let guard = unfenced.lock().await.unwrap();
     assert_eq!(guard.fencing_token(), None);
     guard.unlock().await.unwrap();
-}
-
-async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|s| s.split(',').next())
-        .map(|s| s.parse().unwrap())
-        .unwrap_or(0)
 }
 
 #[tokio::test]
@@ -670,42 +654,4 @@ fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<RedLock>();
     check::<latchkey::RedLockGuard>();
-}
-
-/// Throughput of lock + unlock pairs on 3 loopback servers (a benchmark, not a timed test: it
-/// only prints). Run with
-/// `cargo test --release -p latchkey --test redlock -- --ignored --nocapture throughput`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark; run explicitly in release mode"]
-async fn throughput() {
-    let servers = RedisServers::spawn(3);
-    for (fencing, tasks) in [(true, 1), (false, 1), (true, 8), (false, 8)] {
-        let clients = clients(&servers).await;
-        let run_for = Duration::from_secs(3);
-        let started = Instant::now();
-        let mut handles = Vec::new();
-        for t in 0..tasks {
-            let lock = RedLock::builder(format!("bench-{fencing}-{t}"), clients.clone())
-                .fencing(fencing)
-                .build()
-                .unwrap();
-            handles.push(tokio::spawn(async move {
-                let mut pairs = 0u64;
-                while started.elapsed() < run_for {
-                    let guard = lock.lock().await.unwrap();
-                    guard.unlock().await.unwrap();
-                    pairs += 1;
-                }
-                pairs
-            }));
-        }
-        let mut pairs = 0;
-        for handle in handles {
-            pairs += handle.await.unwrap();
-        }
-        let rate = pairs as f64 / started.elapsed().as_secs_f64();
-        println!(
-            "redlock 3 nodes, fencing {fencing}, {tasks} task(s): {rate:.0} lock+unlock pairs/s"
-        );
-    }
 }

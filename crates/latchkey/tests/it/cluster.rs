@@ -4,32 +4,9 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use latchkey::{Client, ReplicaSync};
-use latchkey_test_support::{eventually, RedisCluster, RedisServer};
+use latchkey_test_support::{RedisCluster, RedisServer};
 
-fn url(cluster: &RedisCluster) -> String {
-    let hosts: Vec<String> = cluster.primaries().iter().map(|node| node.addr()).collect();
-    format!("redis+cluster://{}", hosts.join(","))
-}
-
-async fn retry<T, F, Fut>(mut op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = latchkey::Result<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match op().await {
-            Ok(v) => return v,
-            Err(e)
-                if (e.is_connection() || matches!(e, latchkey::Error::Redis(_)))
-                    && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-}
+use crate::helpers::{cluster_url, eventually, retry_on_cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_across_all_shards_renew_wake_and_survive_a_failover() {
@@ -37,7 +14,7 @@ async fn locks_across_all_shards_renew_wake_and_survive_a_failover() {
     // Replica sync is tested below; with a 1 s watchdog, auto mode would give each WAIT only
     // 250 ms, which a loaded machine can miss.
     let connect = || {
-        Client::builder(url(&cluster))
+        Client::builder(cluster_url(&cluster.primaries()))
             .watchdog_timeout(Duration::from_secs(1))
             .replica_sync(ReplicaSync::Off)
             .connect()
@@ -110,7 +87,7 @@ async fn locks_across_all_shards_renew_wake_and_survive_a_failover() {
     }
     for name in &names {
         let lock = b.lock(name.as_str());
-        let guard = retry(|| {
+        let guard = retry_on_cluster(|| {
             let lock = lock.clone();
             async move { lock.lock().await }
         })
@@ -124,7 +101,9 @@ async fn mutual_exclusion_on_a_cluster() {
     let cluster = RedisCluster::spawn(3, 0);
     let mut tasks = Vec::new();
     for _ in 0..3 {
-        let client = Client::connect(url(&cluster)).await.unwrap();
+        let client = Client::connect(cluster_url(&cluster.primaries()))
+            .await
+            .unwrap();
         assert_eq!(
             client.replica_sync(),
             None,
@@ -168,11 +147,13 @@ async fn mutual_exclusion_on_a_cluster() {
 #[tokio::test]
 async fn names_with_their_own_hash_tag_stay_in_one_slot() {
     let cluster = RedisCluster::spawn(3, 0);
-    let client = Client::connect(url(&cluster)).await.unwrap();
+    let client = Client::connect(cluster_url(&cluster.primaries()))
+        .await
+        .unwrap();
     let lock = client.lock("orders{eu}:1");
     let guard = lock.lock().await.unwrap();
     let waiter = tokio::spawn({
-        let lock = Client::connect(url(&cluster))
+        let lock = Client::connect(cluster_url(&cluster.primaries()))
             .await
             .unwrap()
             .lock("orders{eu}:1");
@@ -263,7 +244,7 @@ async fn hold_on_replica(replica: &RedisServer, name: &str, owner: &str) -> Opti
 }
 
 async fn require_one_replica(cluster: &RedisCluster, timeout: Duration) -> Client {
-    let client = Client::builder(url(cluster))
+    let client = Client::builder(cluster_url(&cluster.primaries()))
         .command_timeout(Duration::from_secs(1))
         .replica_sync(ReplicaSync::Require {
             replicas: 1,
@@ -365,7 +346,7 @@ async fn auto_replica_sync_is_decided_per_shard() {
     let mut cluster = RedisCluster::spawn(3, 1);
     let shards = shards(&cluster, "auto");
     let grace = Duration::from_secs(1);
-    let client = Client::builder(url(&cluster))
+    let client = Client::builder(cluster_url(&cluster.primaries()))
         .replica_loss_grace(grace)
         .connect()
         .await
@@ -446,7 +427,7 @@ fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
 async fn sharded_subscriptions_follow_a_failover() {
     let cluster = RedisCluster::spawn(3, 1);
     let connect = || {
-        Client::builder(url(&cluster))
+        Client::builder(cluster_url(&cluster.primaries()))
             .replica_sync(ReplicaSync::Off)
             .connect()
     };
@@ -534,7 +515,7 @@ fn migrate_slot(cluster: &RedisCluster, slot: u16, from: &RedisServer, to: &Redi
 async fn sharded_subscriptions_follow_a_migrated_slot() {
     let cluster = RedisCluster::spawn(3, 0);
     let connect = || {
-        Client::builder(url(&cluster))
+        Client::builder(cluster_url(&cluster.primaries()))
             .replica_sync(ReplicaSync::Off)
             .connect()
     };

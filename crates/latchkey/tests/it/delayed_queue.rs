@@ -5,31 +5,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, DelayedQueue, Error, ItemId, MAX_DELAY, MAX_ITEM_SIZE};
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey_test_support::RedisServer;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::helpers::{evalsha_calls, eventually, now_ms, queue_client};
+
 /// How long a test waits for something that must happen before it gives up (a liveness bound
 /// for a hung test, never a speed assertion).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// A test job: which one, when it was offered (wall clock, taken before the offer call) and
 /// with which delay.
@@ -86,8 +73,8 @@ fn spawn_consumers(
 async fn ten_thousand_items_with_mixed_delays_arrive_once_each_and_never_early() {
     const N: u64 = 10_000;
     let server = RedisServer::spawn();
-    let producer = client(&server).await;
-    let consumers = [client(&server).await, client(&server).await];
+    let producer = queue_client(&server).await;
+    let consumers = [queue_client(&server).await, queue_client(&server).await];
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
     for consumer in &consumers {
@@ -183,7 +170,7 @@ async fn ten_thousand_items_with_mixed_delays_arrive_once_each_and_never_early()
 #[tokio::test]
 async fn items_arrive_in_due_order() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let delayed = client.delayed_queue::<u64>("order");
     let ready = client.blocking_queue::<u64>("order");
 
@@ -232,7 +219,7 @@ async fn items_arrive_in_due_order() {
 #[tokio::test]
 async fn offer_at_uses_an_absolute_time_and_never_delivers_early() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let delayed = client.delayed_queue::<String>("absolute");
     let ready = client.blocking_queue::<String>("absolute");
     let at = SystemTime::now() + Duration::from_millis(400);
@@ -263,7 +250,7 @@ async fn items_due_while_no_client_runs_are_delivered_when_one_starts() {
     let mut conn = server.conn().await;
     let (zset, ready_key, _) = keys("offline");
     {
-        let producer = client(&server).await;
+        let producer = queue_client(&server).await;
         let queue = producer.delayed_queue::<u64>("offline");
         queue
             .offer_all((0..100u64).map(|n| (n, Duration::from_millis(200 + n))))
@@ -281,7 +268,7 @@ async fn items_due_while_no_client_runs_are_delivered_when_one_starts() {
     assert_eq!(ready_len, 0);
 
     // A consumer alone starts: its agent moves everything that came due.
-    let consumer = client(&server).await;
+    let consumer = queue_client(&server).await;
     let queue = consumer.blocking_queue::<u64>("offline");
     let mut got = Vec::new();
     for _ in 0..100 {
@@ -294,7 +281,7 @@ async fn items_due_while_no_client_runs_are_delivered_when_one_starts() {
 async fn a_producer_alone_moves_due_items_to_the_ready_list() {
     let server = RedisServer::spawn();
     let mut conn = server.conn().await;
-    let producer = client(&server).await;
+    let producer = queue_client(&server).await;
     let queue = producer.delayed_queue::<u64>("producer-only");
     queue
         .offer_all((0..10u64).map(|n| (n, Duration::from_millis(100))))
@@ -320,7 +307,7 @@ async fn racing_transfer_agents_move_each_item_exactly_once() {
     let mut clients = Vec::new();
     let mut handles = Vec::new();
     for _ in 0..4 {
-        let c = client(&server).await;
+        let c = queue_client(&server).await;
         handles.push(c.delayed_queue::<u64>("race"));
         clients.push(c);
     }
@@ -371,8 +358,11 @@ async fn the_transfer_script_run_concurrently_moves_each_item_exactly_once() {
     }
     let _: () = pipe.query_async(&mut conn).await.unwrap();
     let script = redis::Script::new(concat!(
-        include_str!("../scripts/prelude.lua"),
-        include_str!("../scripts/delay_transfer.lua")
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prelude.lua")),
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/delay_transfer.lua"
+        ))
     ));
     let script = Arc::new(script);
     let mut tasks = Vec::new();
@@ -424,8 +414,8 @@ async fn the_transfer_script_run_concurrently_moves_each_item_exactly_once() {
 async fn a_redis_restart_with_aof_loses_nothing() {
     const N: u64 = 2000;
     let mut server = RedisServer::builder().appendonly(true).spawn();
-    let producer = client(&server).await;
-    let consumer = client(&server).await;
+    let producer = queue_client(&server).await;
+    let consumer = queue_client(&server).await;
     let delayed = producer.delayed_queue::<u64>("durable");
     let mut rng = rand::rng();
     let items: Vec<(u64, Duration)> = (0..N)
@@ -478,7 +468,7 @@ async fn a_redis_restart_with_aof_loses_nothing() {
 #[tokio::test]
 async fn bad_input_is_rejected_with_typed_errors_and_changes_nothing() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client.delayed_queue::<String>("strict");
     let item = "x".to_owned();
 
@@ -598,7 +588,7 @@ async fn bad_input_is_rejected_with_typed_errors_and_changes_nothing() {
 #[tokio::test]
 async fn identical_payloads_are_distinct_items() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let delayed = client.delayed_queue::<String>("twins");
     let a = delayed
         .offer(&"same".to_owned(), Duration::from_millis(100))
@@ -623,7 +613,7 @@ async fn identical_payloads_are_distinct_items() {
 #[tokio::test]
 async fn pending_lists_and_remove_cancels_waiting_items() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let delayed: DelayedQueue<String> = client.delayed_queue("cancel");
     let before = SystemTime::now();
     let late = delayed
@@ -682,7 +672,7 @@ async fn the_transfer_agent_stops_with_the_client() {
     let server = RedisServer::spawn();
     let mut conn = server.conn().await;
     {
-        let c = client(&server).await;
+        let c = queue_client(&server).await;
         let queue = c.delayed_queue::<u64>("agent-life");
         queue.offer(&1, Duration::from_secs(3600)).await.unwrap();
     }
@@ -720,116 +710,11 @@ async fn the_transfer_agent_stops_with_the_client() {
     );
 }
 
-async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split("calls=").nth(1))
-        .filter_map(|s| s.split(',').next())
-        .map(|s| s.parse::<u64>().unwrap())
-        .sum()
-}
-
-/// Measures, without asserting, the numbers quoted for the queue: delivery lateness for 5000
-/// jobs with delays of 0.5–3 s and one consumer (the BullMQ comparison workload), and
-/// `offer_all` throughput. A benchmark, so it runs alone and optimised:
-/// `cargo test --release -p latchkey --test delayed_queue measure -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: run it alone with --release -- --ignored --nocapture"]
-async fn measure_lateness_and_offer_throughput() {
-    const JOBS: u64 = 5000;
-    let server = RedisServer::spawn();
-    let producer = client(&server).await;
-    let consumer = client(&server).await;
-    let ready = consumer.blocking_queue::<Job>("bench");
-    let delayed = producer.delayed_queue::<Job>("bench");
-    let mut rng = rand::rng();
-    let offered_ms = now_ms();
-    let jobs: Vec<(Job, Duration)> = (0..JOBS)
-        .map(|n| {
-            let delay_ms = rng.random_range(500..3000);
-            (
-                Job {
-                    n,
-                    offered_ms,
-                    delay_ms,
-                },
-                Duration::from_millis(delay_ms),
-            )
-        })
-        .collect();
-    delayed.offer_all(jobs).await.unwrap();
-    // The due times the server computed (offering 5000 items takes a while, so the client's
-    // clock before the offer would overstate the lateness).
-    let due_us: HashMap<u64, i64> = delayed
-        .pending(JOBS as usize)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| {
-            (
-                p.item.n,
-                p.due.duration_since(UNIX_EPOCH).unwrap().as_micros() as i64,
-            )
-        })
-        .collect();
-    assert_eq!(due_us.len(), JOBS as usize, "every job is still waiting");
-    let mut lateness = Vec::new();
-    let mut seen = HashSet::new();
-    for _ in 0..JOBS {
-        let job = tokio::time::timeout(PATIENCE, ready.take())
-            .await
-            .unwrap()
-            .unwrap();
-        let at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as i64;
-        lateness.push(at - due_us[&job.n]);
-        assert!(seen.insert(job.n));
-    }
-    lateness.sort_unstable();
-    let pct =
-        |p: usize| lateness[(lateness.len() * p / 100).min(lateness.len() - 1)] as f64 / 1000.0;
-    println!(
-        "lateness over {JOBS} jobs (delays 0.5-3 s, one consumer): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        pct(50),
-        pct(99),
-        lateness[lateness.len() - 1] as f64 / 1000.0
-    );
-
-    const OFFERS: u64 = 100_000;
-    let started = Instant::now();
-    let items: Vec<(Job, Duration)> = (0..OFFERS)
-        .map(|n| {
-            (
-                Job {
-                    n,
-                    offered_ms,
-                    delay_ms: 3_600_000,
-                },
-                Duration::from_secs(3600),
-            )
-        })
-        .collect();
-    delayed.offer_all(items).await.unwrap();
-    let elapsed = started.elapsed();
-    println!(
-        "offer_all: {OFFERS} items in {elapsed:?} = {:.0} offers/s",
-        OFFERS as f64 / elapsed.as_secs_f64()
-    );
-    assert_eq!(delayed.len().await.unwrap(), OFFERS);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_thousand_items_due_at_once_move_in_bounded_batches() {
     const N: u64 = 100_000;
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let mut conn = server.conn().await;
     let queue = client.delayed_queue::<u64>("flood");
     queue

@@ -12,20 +12,11 @@ use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, Error, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN};
-use latchkey_test_support::{
-    eventually, FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles,
-};
+use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, cluster_url, eventually};
 
 /// Every key with its type and serialized value.
 type Keyspace = BTreeMap<String, (String, Option<Vec<u8>>)>;
@@ -314,8 +305,7 @@ async fn unusual_utf8_names_work_and_stay_distinct() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn braced_names_on_a_cluster() {
     let cluster = RedisCluster::spawn(3, 0);
-    let hosts: Vec<String> = cluster.primaries().iter().map(|n| n.addr()).collect();
-    let a = Client::builder(format!("redis+cluster://{}", hosts.join(",")))
+    let a = Client::builder(cluster_url(&cluster.primaries()))
         .connect()
         .await
         .unwrap();
@@ -568,7 +558,11 @@ async fn wrong_key_type_under_the_name() {
     let mut conn = server.conn().await;
     let _: () = conn.set("occupied", "precious").await.unwrap();
     let lock = a.lock("occupied");
-    refused(&mut conn, lock.lock(), Error::is_wrong_type).await;
+    let err = refused(&mut conn, lock.lock(), Error::is_wrong_type).await;
+    // What the key holds, from the script, without the place in the script that raised it.
+    let message = err.to_string();
+    assert!(message.contains("holds a string, not a hash"), "{message}");
+    assert!(!message.contains("script"), "{message}");
     refused(
         &mut conn,
         lock.try_lock(Duration::ZERO),

@@ -4,21 +4,15 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use latchkey::{BlockingQueue, Client, DelayedQueue, Delivery, Error, ItemId};
+use latchkey::{BlockingQueue, DelayedQueue, Delivery, Error, ItemId};
 use latchkey_test_support::RedisServer;
 use rand::Rng;
 use redis::AsyncCommands;
 
+use crate::helpers::queue_client;
+
 /// A liveness bound for a hung test, never a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
 
 #[test]
 fn handles_and_deliveries_are_send_sync_and_static() {
@@ -32,7 +26,7 @@ fn handles_and_deliveries_are_send_sync_and_static() {
 #[tokio::test]
 async fn take_waits_for_an_item_and_poll_gives_up() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client.blocking_queue::<String>("jobs");
     assert!(queue.poll(Duration::ZERO).await.unwrap().is_none());
     let started = Instant::now();
@@ -49,7 +43,7 @@ async fn take_waits_for_an_item_and_poll_gives_up() {
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Put by another client: the waiter is woken through pub/sub.
-    let other = client_for(&server).await;
+    let other = queue_client(&server).await;
     other
         .blocking_queue::<String>("jobs")
         .put(&"hello".to_owned())
@@ -65,19 +59,15 @@ async fn take_waits_for_an_item_and_poll_gives_up() {
     assert!(queue.is_empty().await.unwrap());
 }
 
-async fn client_for(server: &RedisServer) -> Client {
-    client(server).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_waiting_consumers_share_items_without_duplicates() {
     const N: u64 = 2000;
     let server = RedisServer::spawn();
-    let producer = client(&server).await;
+    let producer = queue_client(&server).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tasks = Vec::new();
     for _ in 0..2 {
-        let c = client(&server).await;
+        let c = queue_client(&server).await;
         for _ in 0..8 {
             let queue = c.blocking_queue::<u64>("shared");
             let tx = tx.clone();
@@ -111,7 +101,7 @@ async fn many_waiting_consumers_share_items_without_duplicates() {
 #[tokio::test]
 async fn a_dropped_delivery_is_delivered_again_at_once() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client.blocking_queue::<String>("redo");
     let id = queue.put(&"job".to_owned()).await.unwrap();
 
@@ -154,7 +144,7 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
 async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visibility_timeout() {
     let server = RedisServer::spawn();
     let visibility = Duration::from_millis(400);
-    let survivor = client(&server).await;
+    let survivor = queue_client(&server).await;
     let queue = survivor
         .blocking_queue::<u64>("crash")
         .with_visibility_timeout(visibility);
@@ -163,7 +153,7 @@ async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visi
     let taken_at;
     {
         // The dying consumer: its process goes away without running any destructor.
-        let doomed = client(&server).await;
+        let doomed = queue_client(&server).await;
         let doomed_queue = doomed
             .blocking_queue::<u64>("crash")
             .with_visibility_timeout(visibility);
@@ -190,7 +180,7 @@ async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visi
 #[tokio::test]
 async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client
         .blocking_queue::<u64>("late")
         .with_visibility_timeout(Duration::from_millis(200));
@@ -228,7 +218,7 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
 #[tokio::test]
 async fn nack_after_returns_the_item_through_the_delayed_queue() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client.blocking_queue::<u64>("retry");
     let delayed = client.delayed_queue::<u64>("retry");
     queue.put(&1).await.unwrap();
@@ -249,8 +239,8 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
 async fn dropped_take_futures_lose_nothing() {
     const N: u64 = 400;
     let server = RedisServer::spawn();
-    let producer = client(&server).await;
-    let consumer = client(&server).await;
+    let producer = queue_client(&server).await;
+    let consumer = queue_client(&server).await;
     let put = producer.blocking_queue::<u64>("cancel");
     let reliable = consumer.blocking_queue::<u64>("cancel");
     let plain = reliable.clone();
@@ -303,7 +293,7 @@ async fn dropped_take_futures_lose_nothing() {
 #[tokio::test]
 async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let words = client.blocking_queue::<String>("mixed-up");
     let numbers = client.blocking_queue::<u64>("mixed-up");
     words.put(&"not a number".to_owned()).await.unwrap();
@@ -334,7 +324,7 @@ async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
 #[tokio::test]
 async fn wrong_key_types_and_bad_settings_are_typed_errors() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let mut conn = server.conn().await;
     let _: () = conn.hset("latchkey_queue:{typed}", "a", "b").await.unwrap();
     let queue = client.blocking_queue::<u64>("typed");
@@ -380,7 +370,7 @@ async fn wrong_key_types_and_bad_settings_are_typed_errors() {
 #[tokio::test]
 async fn waiting_consumers_leave_no_subscription_behind() {
     let server = RedisServer::spawn();
-    let client = client(&server).await;
+    let client = queue_client(&server).await;
     let queue = client.blocking_queue::<u64>("tidy");
     let waiters: Vec<_> = (0..5)
         .map(|_| {

@@ -11,6 +11,8 @@ use latchkey::{Client, Error, MultiLock, Refused, ReplicaSync};
 use latchkey_test_support::{RedisCluster, RedisServer, SentinelGroup};
 use redis::aio::MultiplexedConnection;
 
+use crate::helpers::holds_for;
+
 /// Permissions of the README's lines that the operations here do not reach: `unsubscribe`
 /// (`sunsubscribe`) runs in the background after a channel's linger, `lpush` in `nack`, `lpos`
 /// in a fair-lock waiter's re-entry after its place went stale.
@@ -66,7 +68,7 @@ impl AclLine {
 /// The ACL lines of the README's `### ACL` section: single server, Sentinel's data nodes,
 /// cluster.
 fn readme_acl() -> [AclLine; 3] {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
     let (_, section) = readme
         .split_once("\n### ACL\n")
         .expect("an `### ACL` section");
@@ -129,22 +131,17 @@ impl Failure {
 }
 
 /// Whether the keyspace differs from `before`, once the clean-up that a failed operation leaves
-/// to the background (a waiter that gave up leaves its wait queue) had time to run: checked
-/// until it is back as it was, for up to 2 s.
+/// to the background (a waiter that gave up leaves its wait queue) had time to run: whether it
+/// stays different for 2 s.
 async fn changed_from(
-    admin: &mut Option<MultiplexedConnection>,
+    admin: &Option<MultiplexedConnection>,
     before: &[(String, String, Vec<u8>)],
 ) -> bool {
-    let until = tokio::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        if snapshot(admin).await == before {
-            return false;
-        }
-        if tokio::time::Instant::now() >= until {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    holds_for(Duration::from_secs(2), || {
+        let mut admin = admin.clone();
+        async move { snapshot(&mut admin).await != before }
+    })
+    .await
 }
 
 /// Runs `$op`; on an error, returns a [`Failure`] saying whether the keyspace changed.
@@ -165,7 +162,9 @@ macro_rules! step {
     }};
 }
 
-fn client(url: &str) -> latchkey::ClientBuilder {
+/// The clients of these tests: every setting an ACL'd deployment would use (replica sync
+/// `Auto` runs `WAIT`/`ROLE` under the ACL too), no test-suite shortcut.
+fn acl_builder(url: &str) -> latchkey::ClientBuilder {
     Client::builder(url)
         .watchdog_timeout(Duration::from_millis(1500))
         .connect_timeout(Duration::from_secs(5))
@@ -184,8 +183,8 @@ async fn exercise(
     mut admin: Option<MultiplexedConnection>,
 ) -> Result<(), Failure> {
     let admin = &mut admin;
-    let a = step!(admin, "Client::connect", client(url).connect());
-    let b = step!(admin, "Client::connect", client(url).connect());
+    let a = step!(admin, "Client::connect", acl_builder(url).connect());
+    let b = step!(admin, "Client::connect", acl_builder(url).connect());
     let name = |what: &str| format!("{run}:{what}");
 
     // Lock: hold past two renewals, a waiter that gives up, status, a wake-up by unlock.

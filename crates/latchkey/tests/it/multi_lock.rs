@@ -2,26 +2,16 @@
 
 use std::time::Duration;
 
-use latchkey::{Client, Error, LockOptions, MultiLock};
-use latchkey_test_support::{eventually, RedisServer, RedisServers};
+use latchkey::{Error, LockOptions, MultiLock};
+use latchkey_test_support::{RedisServer, RedisServers};
 use redis::AsyncCommands;
 
-async fn client(url: &str) -> Client {
-    Client::builder(url)
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, eventually};
 
 #[tokio::test]
 async fn takes_locks_on_two_servers_together() {
     let servers = RedisServers::spawn(2);
-    let (a, b) = (
-        client(&servers[0].url()).await,
-        client(&servers[1].url()).await,
-    );
+    let (a, b) = (client(&servers[0]).await, client(&servers[1]).await);
     let multi = MultiLock::new([a.lock("acct:1"), b.lock("acct:2")]).unwrap();
     let guard = multi.lock().await.unwrap();
     assert_eq!(guard.guards().len(), 2);
@@ -44,7 +34,7 @@ async fn takes_locks_on_two_servers_together() {
 #[tokio::test]
 async fn never_returns_a_partial_hold() {
     let server = RedisServer::spawn();
-    let (a, b) = (client(&server.url()).await, client(&server.url()).await);
+    let (a, b) = (client(&server).await, client(&server).await);
     let blocker = b.lock("m2").lock().await.unwrap();
     let multi = MultiLock::new([a.lock("m1"), a.lock("m2"), a.lock("m3")]).unwrap();
 
@@ -88,7 +78,7 @@ async fn opposite_orders_do_not_deadlock_and_exclude_each_other() {
     const ROUNDS: u64 = 15;
     let mut tasks = Vec::new();
     for i in 0..4 {
-        let client = client(&server.url()).await;
+        let client = client(&server).await;
         let (x, y) = if i % 2 == 0 {
             ("left", "right")
         } else {
@@ -118,10 +108,7 @@ async fn opposite_orders_do_not_deadlock_and_exclude_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_acquire_leaves_no_lock_behind() {
     let servers = RedisServers::spawn(2);
-    let (a, b) = (
-        client(&servers[0].url()).await,
-        client(&servers[1].url()).await,
-    );
+    let (a, b) = (client(&servers[0]).await, client(&servers[1]).await);
     let multi = MultiLock::new([a.lock("c1"), b.lock("c2")]).unwrap();
     for i in 0..30u64 {
         let multi = multi.clone();
@@ -133,7 +120,7 @@ async fn a_dropped_acquire_leaves_no_lock_behind() {
         task.abort();
     }
     // A waiter dropped while it waits for a busy lock.
-    let other = client(&servers[1].url()).await;
+    let other = client(&servers[1]).await;
     let held = other.lock("c2").lock().await.unwrap();
     assert!(
         tokio::time::timeout(Duration::from_millis(200), multi.lock())
@@ -177,7 +164,7 @@ async fn a_dropped_acquire_leaves_no_lock_behind() {
 #[tokio::test]
 async fn an_error_of_one_lock_releases_the_others() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let mut conn = server.conn().await;
     let _: () = conn.set("not-a-lock", "x").await.unwrap();
     let multi = MultiLock::new([client.lock("fine"), client.lock("not-a-lock")]).unwrap();
@@ -189,7 +176,7 @@ async fn an_error_of_one_lock_releases_the_others() {
 #[tokio::test]
 async fn fixed_leases_and_lost() {
     let server = RedisServer::spawn();
-    let client = client(&server.url()).await;
+    let client = client(&server).await;
     let multi = MultiLock::new([client.lock("l1"), client.lock("l2")]).unwrap();
     let guard = multi
         .lock_with(LockOptions::new().lease(Duration::from_millis(300)))

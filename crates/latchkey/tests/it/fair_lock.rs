@@ -4,18 +4,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error, FairLock, LockOptions};
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey::{Error, FairLock, LockOptions};
+use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, eventually, numsub};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -37,16 +30,6 @@ async fn queue_becomes(server: &RedisServer, name: &str, expected: &[&str]) -> b
         async move { queue(&mut conn, name).await == expected }
     })
     .await
-}
-
-async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
-    let v: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(conn)
-        .await
-        .unwrap();
-    v.1
 }
 
 async fn server_ms(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
@@ -650,46 +633,6 @@ fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<latchkey::FairLock>();
     check::<latchkey::FairLockGuard>();
-}
-
-/// A rough measurement, not a check: `cargo test --release --test fair_lock -- --ignored
-/// --nocapture`. Prints critical sections per second and wait percentiles for 8 contenders.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run by hand"]
-async fn throughput_of_8_contenders() {
-    let server = RedisServer::spawn();
-    let run_for = Duration::from_secs(3);
-    let mut tasks = Vec::new();
-    let started = Instant::now();
-    for i in 0..8 {
-        let c = client(&server).await;
-        tasks.push(tokio::spawn(async move {
-            let lock = c.fair_lock("bench");
-            let mut waits = Vec::new();
-            while started.elapsed() < run_for {
-                let asked = Instant::now();
-                let guard = lock.lock().await.unwrap();
-                waits.push(asked.elapsed());
-                guard.unlock().await.unwrap();
-            }
-            let _ = i;
-            waits
-        }));
-    }
-    let mut waits = Vec::new();
-    for t in tasks {
-        waits.extend(t.await.unwrap());
-    }
-    let elapsed = started.elapsed();
-    waits.sort();
-    let pct = |p: f64| waits[((waits.len() - 1) as f64 * p) as usize];
-    println!(
-        "{} critical sections in {elapsed:?}: {:.0}/s; wait p50 {:?}, p99 {:?}",
-        waits.len(),
-        waits.len() as f64 / elapsed.as_secs_f64(),
-        pct(0.5),
-        pct(0.99)
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,18 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error, LockOptions};
-use latchkey_test_support::{eventually, RedisServer};
+use latchkey::{Error, LockOptions};
+use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-async fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .subscription_linger(Duration::from_millis(50))
-        .connect()
-        .await
-        .expect("connect")
-}
+use crate::helpers::{client, eventually};
 
 fn writers_key(name: &str) -> String {
     format!("latchkey_rwlock_writers:{{{name}}}")

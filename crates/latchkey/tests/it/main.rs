@@ -1,0 +1,23 @@
+//! latchkey's integration tests, in one binary: every test runs against real `redis-server`,
+//! Redis Cluster and Sentinel processes of its own (spawned by `latchkey-test-support` on free
+//! loopback ports), so the tests run in parallel on the default thread count. One module per
+//! primitive or deployment; the helpers they share are in [`helpers`].
+//!
+//! Run one module with `cargo test -p latchkey --test it -- lock::`.
+
+mod helpers;
+
+mod acl;
+mod bad_input;
+mod blocking_queue;
+mod cluster;
+mod delayed_queue;
+mod deployments;
+mod fair_lock;
+mod latch;
+mod lock;
+mod multi_lock;
+mod queue_cluster;
+mod redlock;
+mod rwlock;
+mod semaphore;
