@@ -21,27 +21,6 @@ use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 
 use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
-/// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
-/// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
-/// so that a killed process holds up the lock for about as long whether it held the lock or
-/// waited for it.
-///
-/// **Redisson's default is 5 minutes.** Java and Rust waiters can share one queue only if both
-/// sides use the same value: set `thread_wait_time(Duration::from_secs(300))` on the latchkey
-/// side (or build the Java `RedissonFairLock` with 30 000 ms). See [`FairLock`], "Mixing with
-/// Redisson".
-///
-/// Redisson needs 5 minutes because its waiters never refresh their place while they wait;
-/// latchkey's do, at least every 2 seconds, so a much shorter value costs a live waiter
-/// nothing. A killed waiter, though, blocks every waiter behind it until its place goes stale,
-/// about one thread wait time after its turn came, which with 5 minutes would stall the lock for
-/// minutes after every crash of a waiting process.
-pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The shortest thread wait time (waiter timeout) accepted (300 ms): live waiters refresh their
-/// place every third of it.
-pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
-
 /// A distributed reentrant lock that waiters get in arrival order (first come, first served),
 /// kept in Redis in Redisson's `RFairLock` layout.
 ///
@@ -89,7 +68,7 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
 /// when it refreshes, so every waiter of either kind is served in arrival order.
 ///
 /// This needs **the same W on both sides**: Redisson's default is 5 minutes, latchkey's
-/// [30 seconds](DEFAULT_WAITER_TIMEOUT). Either call
+/// [30 seconds](FairLock::DEFAULT_THREAD_WAIT_TIME). Either call
 /// `.thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
 /// code also uses (a killed latchkey waiter then stalls the queue for up to 5 minutes, as a
 /// killed Java one does), or build the Java side with
@@ -134,7 +113,7 @@ struct FairInner {
     channel_prefix: Arc<str>,
     /// This owner's wake channel.
     channel: Arc<str>,
-    waiter_timeout: Duration,
+    thread_wait_time: Duration,
     /// Live [`QueueEntry`] guards of this owner in this process (clones share the entry).
     queued: Arc<AtomicUsize>,
 }
@@ -144,14 +123,14 @@ impl fmt::Debug for FairLock {
         f.debug_struct("FairLock")
             .field("name", &self.inner.name)
             .field("owner", &self.inner.hold.field)
-            .field("waiter_timeout", &self.inner.waiter_timeout)
+            .field("thread_wait_time", &self.inner.thread_wait_time)
             .finish()
     }
 }
 
 impl Client {
     /// A fair lock named `name`, with a new owner id (`<client id>:<n>`) and the
-    /// [default waiter timeout](DEFAULT_WAITER_TIMEOUT).
+    /// [default thread wait time](FairLock::DEFAULT_THREAD_WAIT_TIME).
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
     /// the handle share its owner id, so they re-enter each other's holds.
@@ -248,13 +227,48 @@ impl FairLock {
                 queue_key: keys.queue,
                 deadlines_key: keys.deadlines,
                 channel_prefix: keys.channel_prefix,
-                waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+                thread_wait_time: FairLock::DEFAULT_THREAD_WAIT_TIME,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,
                 name,
             }),
         }
     }
+
+    /// The thread wait time (Redisson's `threadWaitTime`) unless set with
+    /// [`FairLock::with_thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
+    /// so that a killed process holds up the lock for about as long whether it held the lock or
+    /// waited for it.
+    ///
+    /// **Redisson's default is 5 minutes.** Java and Rust waiters can share one queue only if both
+    /// sides use the same value: set `with_thread_wait_time(Duration::from_secs(300))` on the latchkey
+    /// side (or build the Java `RedissonFairLock` with 30 000 ms). See [`FairLock`], "Mixing with
+    /// Redisson".
+    ///
+    /// Redisson needs 5 minutes because its waiters never refresh their place while they wait;
+    /// latchkey's do, at least every 2 seconds, so a much shorter value costs a live waiter
+    /// nothing. A killed waiter, though, blocks every waiter behind it until its place goes stale,
+    /// about one thread wait time after its turn came, which with 5 minutes would stall the lock for
+    /// minutes after every crash of a waiting process.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME, Duration::from_secs(30));
+    /// ```
+    pub const DEFAULT_THREAD_WAIT_TIME: Duration = Duration::from_secs(30);
+
+    /// The shortest thread wait time accepted (300 ms): live waiters refresh their
+    /// place every third of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::FairLock::MIN_THREAD_WAIT_TIME, Duration::from_millis(300));
+    /// ```
+    pub const MIN_THREAD_WAIT_TIME: Duration = Duration::from_millis(300);
 
     /// The lock's name as given to [`Client::fair_lock`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
@@ -279,7 +293,7 @@ impl FairLock {
     }
 
     /// Sets the thread wait time, Redisson's `threadWaitTime` (default
-    /// [`DEFAULT_WAITER_TIMEOUT`], 30 s): the spacing of the queued waiters' deadlines, and so
+    /// [`FairLock::DEFAULT_THREAD_WAIT_TIME`], 30 s): the spacing of the queued waiters' deadlines, and so
     /// how long a waiter that vanished without leaving holds up the queue once its turn has
     /// come. The same handle (owner id) is returned, with the new setting.
     ///
@@ -291,7 +305,8 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between
+    /// [`FairLock::MIN_THREAD_WAIT_TIME`] and
     /// [`MAX_LEASE`]; the handle is not changed then.
     ///
     /// # Examples
@@ -335,20 +350,20 @@ impl FairLock {
                 deadlines_key: inner.deadlines_key.clone(),
                 channel_prefix: inner.channel_prefix.clone(),
                 channel: inner.channel.clone(),
-                waiter_timeout: timeout,
+                thread_wait_time: timeout,
                 queued: inner.queued.clone(),
             }),
         }
     }
 
     fn check_waiter_timeout(&self) -> Result<()> {
-        check_thread_wait_time(self.inner.waiter_timeout)
+        check_thread_wait_time(self.inner.thread_wait_time)
     }
 
     /// The longest this handle's waiters park between attempts: they must refresh their place
     /// well within the waiter timeout.
     fn park_cap(&self) -> Duration {
-        MAX_PARK.min(self.inner.waiter_timeout / 3)
+        MAX_PARK.min(self.inner.thread_wait_time / 3)
     }
 
     /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
@@ -418,7 +433,7 @@ impl FairLock {
             vec![
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
-                (inner.waiter_timeout.as_millis() as u64).to_string(),
+                (inner.thread_wait_time.as_millis() as u64).to_string(),
                 (park.as_millis() as u64).to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 client.conn.publish_command().to_owned(),
@@ -470,7 +485,7 @@ impl FairLock {
                 inner.hold.field.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
-                (inner.waiter_timeout.as_millis() as u64).to_string(),
+                (inner.thread_wait_time.as_millis() as u64).to_string(),
             ],
             "leaving a fair lock's queue",
         )
@@ -754,12 +769,11 @@ impl Holds for FairLock {
 }
 
 fn check_thread_wait_time(wait: Duration) -> Result<()> {
-    if wait < MIN_WAITER_TIMEOUT || wait > MAX_LEASE {
+    let min = FairLock::MIN_THREAD_WAIT_TIME;
+    if wait < min || wait > MAX_LEASE {
         return Err(Error::invalid(
-            "waiter timeout (thread wait time)",
-            format!(
-                "{wait:?} is out of range; use between {MIN_WAITER_TIMEOUT:?} and {MAX_LEASE:?}"
-            ),
+            "thread wait time",
+            format!("{wait:?} is out of range; use between {min:?} and {MAX_LEASE:?}"),
         ));
     }
     Ok(())

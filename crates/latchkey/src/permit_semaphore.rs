@@ -230,6 +230,16 @@ impl Renewal for PermitRenewal {
 }
 
 impl PermitSemaphore {
+    /// The most permits a permit semaphore can have in all (`i32::MAX`), as for Redisson's
+    /// `RPermitExpirableSemaphore`; the same value as [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::PermitSemaphore::MAX_PERMITS, i32::MAX as u32);
+    /// ```
+    pub const MAX_PERMITS: u32 = MAX_PERMITS;
+
     /// The semaphore's name as given to [`Client::permit_semaphore`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `workers` and the semaphore is kept at `billing:workers` in Redis. The name is checked
@@ -264,7 +274,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or more than [`PermitSemaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if a key holds another type; connection errors.
     ///
     /// # Examples
@@ -311,7 +321,7 @@ impl PermitSemaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
-    /// [`MAX_PERMITS`]; [`Error::WrongType`]; connection errors.
+    /// [`PermitSemaphore::MAX_PERMITS`]; [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
     ///
@@ -438,7 +448,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`PermitSemaphore::MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors; [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the permits taken in time: they were given back by id

@@ -16,9 +16,9 @@ use crate::wait::{deadline_after, unexpected, Attempt, Waiting, MAX_PARK};
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
-/// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
-/// `int`s, so larger totals would break Java clients sharing the semaphore.
-pub const MAX_PERMITS: u32 = i32::MAX as u32;
+/// The most permits a semaphore can have in all: published as [`Semaphore::MAX_PERMITS`] and
+/// [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
+pub(crate) const MAX_PERMITS: u32 = i32::MAX as u32;
 
 /// Checks a permit count for an acquire or release: 1 to [`MAX_PERMITS`].
 pub(crate) fn check_permits(n: u32) -> Result<()> {
@@ -152,6 +152,17 @@ enum Release {
 }
 
 impl Semaphore {
+    /// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as
+    /// Java `int`s, so larger totals would break Java clients sharing the semaphore. The same
+    /// value as [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Semaphore::MAX_PERMITS, i32::MAX as u32);
+    /// ```
+    pub const MAX_PERMITS: u32 = MAX_PERMITS;
+
     /// The semaphore's name as given to [`Client::semaphore`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `downloads` and the semaphore is kept at `billing:downloads` in Redis. The name is checked
@@ -177,7 +188,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or more than [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if a key holds another type; connection errors.
     ///
     /// # Examples
@@ -231,7 +242,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
-    /// [`MAX_PERMITS`] (for a Redisson-made semaphore without a total record: if the available
+    /// [`Semaphore::MAX_PERMITS`] (for a Redisson-made semaphore without a total record: if the available
     /// count would go below zero); [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
@@ -335,7 +346,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if the key is not a count; connection errors;
     /// [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
@@ -400,7 +411,7 @@ impl Semaphore {
     /// [`Error::OverRelease`] (nothing changed) if more permits would be available than the
     /// semaphore's total as latchkey recorded it (see [Mixed with
     /// Redisson](Semaphore#mixed-with-redisson)); [`Error::InvalidArgument`] for `n` of 0 or above
-    /// [`MAX_PERMITS`];
+    /// [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors.
     ///
     /// # Examples

@@ -47,7 +47,7 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 ///   ([`Delivery::nack`]) goes back to the head of the queue at once; one whose consumer died
 ///   comes back after the visibility timeout
 ///   ([`BlockingQueue::with_visibility_timeout`], default
-///   [`DEFAULT_VISIBILITY_TIMEOUT`](crate::DEFAULT_VISIBILITY_TIMEOUT)), counted by
+///   [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`]), counted by
 ///   [`Delivery::attempt`]. Duplicates happen only in that case (or when processing outlives the
 ///   visibility timeout), so make the processing idempotent or check [`Delivery::attempt`].
 ///
@@ -166,6 +166,33 @@ impl Client {
             _items: PhantomData,
         }
     }
+}
+
+/// The queue's limits, on `BlockingQueue<()>` so that `BlockingQueue::MAX_ITEM_SIZE` names them
+/// without an item type; they are the same for every item type and codec.
+impl BlockingQueue<()> {
+    /// The largest encoded item a queue accepts (1 MiB), the same as
+    /// [`DelayedQueue::MAX_ITEM_SIZE`](crate::DelayedQueue::MAX_ITEM_SIZE). Larger items are
+    /// rejected with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before anything
+    /// is sent; keep big payloads elsewhere and queue a reference to them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::BlockingQueue::MAX_ITEM_SIZE, 1024 * 1024);
+    /// ```
+    pub const MAX_ITEM_SIZE: usize = super::MAX_ITEM_SIZE;
+
+    /// How long a reliable delivery stays invisible to other consumers unless acknowledged,
+    /// released or extended, unless set with [`BlockingQueue::with_visibility_timeout`] (30 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT, Duration::from_secs(30));
+    /// ```
+    pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = DEFAULT_VISIBILITY_TIMEOUT;
 }
 
 impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
@@ -858,7 +885,7 @@ impl<T> Delivery<T> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a delay over
-    /// [`MAX_DELAY`](crate::MAX_DELAY) (the item is then given back at once, as on drop);
+    /// [`DelayedQueue::MAX_DELAY`](crate::DelayedQueue::MAX_DELAY) (the item is then given back at once, as on drop);
     /// otherwise as [`Delivery::nack`].
     ///
     /// # Examples

@@ -437,7 +437,8 @@ async fn watchdog_timeout_too_short_to_renew() {
     let clients_before = connected();
     for (builder, what) in [
         (
-            Client::builder(server.url()).watchdog_timeout(latchkey::MIN_WATCHDOG_TIMEOUT / 2),
+            Client::builder(server.url())
+                .watchdog_timeout(latchkey::Client::MIN_WATCHDOG_TIMEOUT / 2),
             "watchdog",
         ),
         (
@@ -1100,13 +1101,13 @@ async fn semaphore_bad_permit_counts() {
     refused(&mut conn, sem.acquire(0), Error::is_invalid_argument).await;
     refused(
         &mut conn,
-        sem.acquire(latchkey::MAX_PERMITS + 1),
+        sem.acquire(latchkey::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
     refused(
         &mut conn,
-        sem.try_set_permits(latchkey::MAX_PERMITS + 1),
+        sem.try_set_permits(latchkey::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
@@ -1243,7 +1244,10 @@ async fn delayed_queue_bad_delays() {
     }
     refused(
         &mut conn,
-        queue.offer(&item, latchkey::MAX_DELAY + Duration::from_secs(1)),
+        queue.offer(
+            &item,
+            latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(1),
+        ),
         Error::is_invalid_argument,
     )
     .await;
@@ -1257,7 +1261,7 @@ async fn delayed_queue_bad_delays() {
         &mut conn,
         queue.offer_at(
             &item,
-            SystemTime::now() + latchkey::MAX_DELAY + Duration::from_secs(60),
+            SystemTime::now() + latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(60),
         ),
         Error::is_invalid_argument,
     )
@@ -1271,7 +1275,7 @@ async fn delayed_queue_oversized_payload() {
     let mut conn = server.conn().await;
     let queue = a.delayed_queue::<String>("dq");
     // JSON adds two quotes: this item encodes to MAX_ITEM_SIZE + 2 bytes.
-    let big = "x".repeat(latchkey::MAX_ITEM_SIZE);
+    let big = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE);
     let err = refused(
         &mut conn,
         queue.offer(&big, Duration::ZERO),
@@ -1282,6 +1286,6 @@ async fn delayed_queue_oversized_payload() {
         err.to_string().contains("bytes") || err.to_string().contains("size"),
         "{err}"
     );
-    let fits = "x".repeat(latchkey::MAX_ITEM_SIZE - 2);
+    let fits = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE - 2);
     queue.offer(&fits, Duration::from_secs(3600)).await.unwrap();
 }

@@ -190,12 +190,15 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
 }
 
 /// Without `thread_wait_time`, the first queued waiter's place is kept for the holder's remaining
-/// lease + DEFAULT_WAITER_TIMEOUT (30 s), Redisson's chain with latchkey's default: its deadline
+/// lease + FairLock::DEFAULT_THREAD_WAIT_TIME (30 s), Redisson's chain with latchkey's default: its deadline
 /// in Redis is at most that far past the server clock, and more than the 2 s a live waiter may
 /// park between attempts.
 #[tokio::test]
 async fn a_waiter_place_lasts_the_default_waiter_timeout() {
-    assert_eq!(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_secs(30));
+    assert_eq!(
+        latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME,
+        Duration::from_secs(30)
+    );
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let b = client(&server).await;
