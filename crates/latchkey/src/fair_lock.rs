@@ -32,7 +32,7 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 /// [`FairLock::try_lock`] with `Duration::ZERO` fails while others wait, even if the lock is
 /// free for a moment. A waiter that gives up leaves the queue at once; a waiter that vanishes
 /// without leaving is dropped once it has not been heard of for the
-/// [waiter timeout](FairLock::waiter_timeout).
+/// [thread wait time](FairLock::with_thread_wait_time).
 ///
 /// # Why the queue cannot get stuck
 ///
@@ -69,7 +69,7 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 ///
 /// This needs **the same W on both sides**: Redisson's default is 5 minutes, latchkey's
 /// [30 seconds](FairLock::DEFAULT_THREAD_WAIT_TIME). Either call
-/// `.thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
+/// `.with_thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
 /// code also uses (a killed latchkey waiter then stalls the queue for up to 5 minutes, as a
 /// killed Java one does), or build the Java side with
 /// `new RedissonFairLock(commandExecutor, name, 30000)`. Redisson computes its deadlines with the
@@ -185,7 +185,7 @@ lock_methods! {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name or waiter timeout, [`Error::WrongType`](crate::Error::WrongType) if one
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if one
     /// of the lock's keys holds another type (nothing is changed then), connection errors
     /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
     /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
@@ -292,10 +292,11 @@ impl FairLock {
         &self.inner.hold.field
     }
 
-    /// Sets the thread wait time, Redisson's `threadWaitTime` (default
-    /// [`FairLock::DEFAULT_THREAD_WAIT_TIME`], 30 s): the spacing of the queued waiters' deadlines, and so
-    /// how long a waiter that vanished without leaving holds up the queue once its turn has
-    /// come. The same handle (owner id) is returned, with the new setting.
+    /// This handle with another thread wait time, Redisson's `threadWaitTime` (default
+    /// [`FairLock::DEFAULT_THREAD_WAIT_TIME`], 30 s): the spacing of the queued waiters'
+    /// deadlines, and so how long a waiter that vanished without leaving holds up the queue once
+    /// its turn has come. The same owner (owner id) is returned, with the new setting; the
+    /// value is checked here, not when the lock is used.
     ///
     /// A live waiter refreshes its place with every attempt and attempts at least every third of
     /// this time, so it never loses its place however long it waits. **When Java (Redisson)
@@ -306,8 +307,8 @@ impl FairLock {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between
-    /// [`FairLock::MIN_THREAD_WAIT_TIME`] and
-    /// [`MAX_LEASE`]; the handle is not changed then.
+    /// [`FairLock::MIN_THREAD_WAIT_TIME`] and [`MAX_LEASE`]; nothing is returned then (the
+    /// handle is consumed; clone it first to keep it).
     ///
     /// # Examples
     ///
@@ -315,32 +316,19 @@ impl FairLock {
     /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
     /// use std::time::Duration;
     /// // Shared with Java services that use Redisson's default.
-    /// let lock = client.fair_lock("printer").thread_wait_time(Duration::from_secs(300))?;
+    /// let lock = client
+    ///     .fair_lock("printer")
+    ///     .with_thread_wait_time(Duration::from_secs(300))?;
+    /// assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn thread_wait_time(self, wait: Duration) -> Result<FairLock> {
+    pub fn with_thread_wait_time(self, wait: Duration) -> Result<FairLock> {
         check_thread_wait_time(wait)?;
-        Ok(self.waiter_timeout(wait))
-    }
-
-    /// The same setting as [`FairLock::thread_wait_time`], under its older name; a value out of
-    /// range is reported when the handle is used instead of here.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = client.fair_lock("printer").waiter_timeout(Duration::from_secs(10));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn waiter_timeout(self, timeout: Duration) -> FairLock {
         let inner = &self.inner;
-        FairLock {
+        Ok(FairLock {
             inner: Arc::new(FairInner {
                 client: inner.client.clone(),
                 name: inner.name.clone(),
@@ -350,18 +338,28 @@ impl FairLock {
                 deadlines_key: inner.deadlines_key.clone(),
                 channel_prefix: inner.channel_prefix.clone(),
                 channel: inner.channel.clone(),
-                thread_wait_time: timeout,
+                thread_wait_time: wait,
                 queued: inner.queued.clone(),
             }),
-        }
+        })
     }
 
-    fn check_waiter_timeout(&self) -> Result<()> {
-        check_thread_wait_time(self.inner.thread_wait_time)
+    /// The thread wait time of this handle (see [`FairLock::with_thread_wait_time`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// let lock = client.fair_lock("printer");
+    /// assert_eq!(lock.thread_wait_time(), latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME);
+    /// # }
+    /// ```
+    pub fn thread_wait_time(&self) -> Duration {
+        self.inner.thread_wait_time
     }
 
     /// The longest this handle's waiters park between attempts: they must refresh their place
-    /// well within the waiter timeout.
+    /// well within the thread wait time.
     fn park_cap(&self) -> Duration {
         MAX_PARK.min(self.inner.thread_wait_time / 3)
     }
@@ -374,7 +372,6 @@ impl FairLock {
         deadline: Option<Instant>,
     ) -> Result<Option<FairLockGuard>> {
         check_name(&self.inner.name)?;
-        self.check_waiter_timeout()?;
         // The caller's place in the queue. Dropped without being disarmed (give-up, error,
         // cancellation), it leaves the queue.
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use latchkey::{Client, Error, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN};
+use latchkey::{
+    BlockingQueue, Client, Error, FairLock, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN,
+};
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -462,6 +464,107 @@ async fn watchdog_timeout_too_short_to_renew() {
         assert!(err.to_string().contains(what), "{err}");
     }
     assert_eq!(connected(), clients_before, "no connection was made");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings on a handle: rejected when set, not at first use
+// ---------------------------------------------------------------------------------------------
+
+/// A fair lock's thread wait time out of `MIN_THREAD_WAIT_TIME ..= MAX_LEASE` is refused by
+/// `with_thread_wait_time` itself (there is no unchecked setter that fails at the first acquire
+/// any more); nothing is sent. The bounds are accepted, and the lock works with them.
+#[tokio::test]
+async fn fair_lock_thread_wait_time_out_of_range_is_rejected_when_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    let before = keyspace(&mut conn).await;
+    for wait in [
+        Duration::ZERO,
+        FairLock::MIN_THREAD_WAIT_TIME - Duration::from_millis(1),
+        MAX_LEASE + Duration::from_millis(1),
+        Duration::MAX,
+    ] {
+        let err = a
+            .fair_lock("wait-time")
+            .with_thread_wait_time(wait)
+            .expect_err("an out-of-range thread wait time must be refused when set");
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains("thread wait time") && message.contains("use between"),
+            "says what was wrong and what to use: {message}"
+        );
+    }
+    assert_eq!(keyspace(&mut conn).await, before, "nothing was sent");
+
+    assert_eq!(
+        a.fair_lock("wait-time").thread_wait_time(),
+        FairLock::DEFAULT_THREAD_WAIT_TIME
+    );
+    for wait in [FairLock::MIN_THREAD_WAIT_TIME, MAX_LEASE] {
+        let lock = a
+            .fair_lock("wait-time")
+            .with_thread_wait_time(wait)
+            .unwrap();
+        assert_eq!(lock.thread_wait_time(), wait);
+        let guard = lock
+            .try_lock(Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("the lock is free");
+        guard.unlock().await.unwrap();
+    }
+}
+
+/// A blocking queue's visibility timeout out of `1 ms ..= MAX_LEASE` is refused by
+/// `with_visibility_timeout` itself, not by the next `take_reliable`; the queued item stays
+/// where it was. The bounds are accepted, and a reliable take works with them.
+#[tokio::test]
+async fn blocking_queue_visibility_timeout_out_of_range_is_rejected_when_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let queue = a.blocking_queue::<u64>("visibility");
+    queue.put(&7).await.unwrap();
+    for timeout in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        MAX_LEASE + Duration::from_millis(1),
+        Duration::MAX,
+    ] {
+        let err = queue
+            .clone()
+            .with_visibility_timeout(timeout)
+            .expect_err("an out-of-range visibility timeout must be refused when set");
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains("visibility timeout") && message.contains("at least 1 ms"),
+            "says what was wrong and what to use: {message}"
+        );
+    }
+    assert_eq!(queue.len().await.unwrap(), 1, "the item is still queued");
+    assert_eq!(queue.in_flight().await.unwrap(), 0, "and was not taken");
+
+    assert_eq!(
+        queue.visibility_timeout(),
+        BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT
+    );
+    let shortest = queue
+        .clone()
+        .with_visibility_timeout(Duration::from_millis(1))
+        .unwrap();
+    assert_eq!(shortest.visibility_timeout(), Duration::from_millis(1));
+    let longest = queue.clone().with_visibility_timeout(MAX_LEASE).unwrap();
+    assert_eq!(longest.visibility_timeout(), MAX_LEASE);
+    let delivery = longest
+        .poll_reliable(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the item");
+    assert_eq!(*delivery, 7);
+    delivery.ack().await.unwrap();
+    assert_eq!(queue.len().await.unwrap(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

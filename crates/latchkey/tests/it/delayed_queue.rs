@@ -425,7 +425,8 @@ async fn a_redis_restart_with_aof_loses_nothing() {
 
     let ready = consumer
         .blocking_queue::<u64>("durable")
-        .with_visibility_timeout(Duration::from_secs(1));
+        .with_visibility_timeout(Duration::from_secs(1))
+        .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = tokio::spawn(async move {
         loop {

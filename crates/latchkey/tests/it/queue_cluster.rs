@@ -495,10 +495,12 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
             // given back, not timed out.
             let patient = client
                 .blocking_queue::<String>(name.clone())
-                .with_visibility_timeout(Duration::from_secs(60));
+                .with_visibility_timeout(Duration::from_secs(60))
+                .unwrap();
             let hasty = client
                 .blocking_queue::<String>(name.clone())
-                .with_visibility_timeout(short);
+                .with_visibility_timeout(short)
+                .unwrap();
             let mut conn = node.conn().await;
             let unacked = derived("latchkey_queue_unacked", &name);
 
