@@ -176,9 +176,9 @@ pub enum Error {
         /// The semaphore's name.
         name: String,
         /// How many were being released.
-        released: u64,
-        /// How many permits the semaphore has in all.
-        total: u64,
+        released: u32,
+        /// How many permits the semaphore has in all (latchkey's record).
+        total: u32,
     },
 
     /// A value could not be encoded or decoded by the queue's codec.

@@ -365,21 +365,24 @@ impl PermitSemaphore {
         }
     }
 
-    async fn counts(&self) -> Result<(i64, u64)> {
+    /// The available count and the number of permits leased out.
+    async fn counts(&self) -> Result<(i64, u32)> {
         check_name(&self.inner.name)?;
         let mut invocation = PSEM_COUNT.prepare_invoke();
         for key in self.keys() {
             invocation.key(&*key);
         }
         invocation.arg(self.inner.client.inner.conn.publish_command());
-        let reply: (i64, u64) = self
+        let (available, leased): (i64, i64) = self
             .inner
             .client
             .inner
             .conn
             .script(&invocation, "counting semaphore permits", &self.inner.name)
             .await?;
-        Ok(reply)
+        let leased = u32::try_from(leased)
+            .map_err(|_| unexpected("the permit count script", (available, leased)))?;
+        Ok((available, leased))
     }
 
     /// The number of permits available now, after reclaiming ended leases (0 if the semaphore
@@ -397,15 +400,17 @@ impl PermitSemaphore {
     ///
     /// ```no_run
     /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
-    /// println!("{} permits free", semaphore.available().await?);
+    /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn available(&self) -> Result<i64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         Ok(self.counts().await?.0)
     }
 
-    /// The number of permits leased out now (leases that have not ended), by every client.
+    /// The number of permits leased out now (leases that have not ended), by every client. A
+    /// count that does not fit a `u32` (a corrupted set) is an [`Error::Redis`] "unexpected
+    /// reply", never a wrapped number.
     ///
     /// # Cancel safety
     ///
@@ -423,7 +428,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn leased(&self) -> Result<u64> {
+    pub async fn leased(&self) -> Result<u32> {
         Ok(self.counts().await?.1)
     }
 
@@ -783,9 +788,10 @@ impl LeasedPermits {
         &self.ids
     }
 
-    /// How many permits this guard holds.
-    pub fn count(&self) -> usize {
-        self.ids.len()
+    /// How many permits this guard holds (as many as were asked for, a `u32`).
+    pub fn count(&self) -> u32 {
+        // At most the `n: u32` of the acquire that made the guard.
+        u32::try_from(self.ids.len()).unwrap_or(u32::MAX)
     }
 
     /// The semaphore the permits were taken from.

@@ -62,6 +62,14 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
 /// [`Semaphore::add_permits`]. A semaphore set up by a Redisson client has no total record, so
 /// every release is accepted there, as in Redisson.
 ///
+/// # Numbers of permits
+///
+/// A number of permits asked for, set, held or leased is a `u32` (at most
+/// [`Semaphore::MAX_PERMITS`]), here and on [`PermitSemaphore`](crate::PermitSemaphore). Two
+/// numbers are signed: the delta of [`Semaphore::add_permits`] (`i32`, Redisson's `int`: it may
+/// take permits away) and [`Semaphore::available_permits`] (`i64`): a reading of a counter that
+/// any client may have driven negative or, outside latchkey, past `i32`.
+///
 /// # Mixed with Redisson
 ///
 /// Redisson clients change the available count directly (`addPermits`, `release`,
@@ -304,11 +312,11 @@ impl Semaphore {
     ///
     /// ```no_run
     /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
-    /// println!("{} permits free", semaphore.available().await?);
+    /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn available(&self) -> Result<i64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         check_name(&self.inner.name)?;
         let n: Option<i64> = self
             .inner
@@ -434,8 +442,10 @@ impl Semaphore {
             [1, _] => Ok(()),
             [0, total] => Err(Error::OverRelease {
                 name: self.inner.name.clone(),
-                released: u64::from(n),
-                total: (*total).max(0) as u64,
+                released: n,
+                // latchkey's own record, at most MAX_PERMITS; clamped, never wrapped.
+                total: u32::try_from((*total).clamp(0, i64::from(MAX_PERMITS)))
+                    .unwrap_or(MAX_PERMITS),
             }),
             other => Err(unexpected("the semaphore script", other)),
         }

@@ -773,7 +773,7 @@ async fn wrong_password() {
     ] {
         let err = Client::builder(url.clone()).connect().await.unwrap_err();
         assert!(err.is_auth(), "{url}: {err:?}");
-        assert!(matches!(err, Error::AuthFailed { .. }), "{url}: {err:?}");
+        assert!(err.is_auth_failed(), "{url}: {err:?}");
         assert!(
             !err.chain().to_string().contains("pw-that-is-wrong"),
             "the password is not echoed: {}",
@@ -814,10 +814,7 @@ async fn missing_acl_permission() {
             .await
             .unwrap();
         let err = refused(&mut conn, a.lock("mine").lock(), Error::is_auth).await;
-        assert!(
-            matches!(err, Error::PermissionDenied { .. }),
-            "{user}: {err:?}"
-        );
+        assert!(err.is_permission_denied(), "{user}: {err:?}");
         refused(
             &mut conn,
             a.lock("mine").try_lock(Duration::ZERO),
@@ -899,7 +896,7 @@ async fn unusable_url() {
     ] {
         let err = Client::builder(url).connect().await.unwrap_err();
         assert!(
-            matches!(err, Error::Config { .. }) || err.is_invalid_argument(),
+            err.is_config() || err.is_invalid_argument(),
             "{url:?}: {err:?}"
         );
     }
@@ -1217,7 +1214,7 @@ async fn semaphore_bad_permit_counts() {
     // Taking away more permits than there are ("negative permits").
     refused(&mut conn, sem.add_permits(-3), Error::is_invalid_argument).await;
     refused(&mut conn, sem.release(0), Error::is_invalid_argument).await;
-    assert_eq!(sem.available().await.unwrap(), 2);
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -1227,26 +1224,17 @@ async fn semaphore_over_release() {
     let mut conn = server.conn().await;
     let sem = a.semaphore("sem");
     assert!(sem.try_set_permits(2).await.unwrap());
-    let err = refused(&mut conn, sem.release(1), |e| {
-        matches!(e, Error::OverRelease { .. })
-    })
-    .await;
+    let err = refused(&mut conn, sem.release(1), |e| e.is_over_release()).await;
     assert!(err.to_string().contains("exceed"), "{err}");
     let held = sem.acquire(1).await.unwrap();
-    refused(&mut conn, sem.release(2), |e| {
-        matches!(e, Error::OverRelease { .. })
-    })
-    .await;
+    refused(&mut conn, sem.release(2), |e| e.is_over_release()).await;
     held.release().await.unwrap();
-    assert_eq!(sem.available().await.unwrap(), 2);
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
     // Permit ids that were never issued.
     let psem = a.permit_semaphore("psem");
     assert!(psem.try_set_permits(1).await.unwrap());
     let never: latchkey::PermitId = "00000000000000000000000000000001".parse().unwrap();
-    refused(&mut conn, psem.release(&[never]), |e| {
-        matches!(e, Error::UnknownPermit { .. })
-    })
-    .await;
+    refused(&mut conn, psem.release(&[never]), |e| e.is_unknown_permit()).await;
 }
 
 #[tokio::test]
@@ -1257,14 +1245,14 @@ async fn rwlock_upgrade() {
     let rw = a.rw_lock("rw");
     let read = rw.read().lock().await.unwrap();
     let err = refused(&mut conn, rw.write().lock(), |e| {
-        matches!(e, Error::UpgradeNotSupported { .. })
+        e.is_upgrade_not_supported()
     })
     .await;
     assert!(err.to_string().contains("upgrade"), "{err}");
     refused(
         &mut conn,
         rw.write().try_lock(Duration::from_secs(1)),
-        |e| matches!(e, Error::UpgradeNotSupported { .. }),
+        |e| e.is_upgrade_not_supported(),
     )
     .await;
     read.unlock().await.unwrap();

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use latchkey::{BlockingQueue, DelayedQueue, Delivery, Error, ItemId};
+use latchkey::{BlockingQueue, DelayedQueue, Delivery, ItemId};
 use latchkey_test_support::RedisServer;
 use rand::Rng;
 use redis::AsyncCommands;
@@ -305,10 +305,10 @@ async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
     numbers.put(&6).await.unwrap();
 
     let err = numbers.take().await.unwrap_err();
-    assert!(matches!(err, Error::Codec { .. }), "{err}");
+    assert!(err.is_codec(), "{err}");
     assert_eq!(numbers.take().await.unwrap(), 5);
     let err = numbers.take_reliable().await.unwrap_err();
-    assert!(matches!(err, Error::Codec { .. }), "{err}");
+    assert!(err.is_codec(), "{err}");
     let six = numbers.take_reliable().await.unwrap();
     assert_eq!(*six, 6);
     six.ack().await.unwrap();

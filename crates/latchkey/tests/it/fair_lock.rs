@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Error, FairLock, LockOptions};
+use latchkey::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -302,10 +302,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
         .lock_with(LockOptions::new().wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::WaitTimedOut { .. }) && err.is_timeout(),
-        "{err}"
-    );
+    assert!(err.is_wait_timed_out() && err.is_timeout(), "{err}");
     assert!(queue_becomes(&server, "give-up", &[]).await);
     assert!(
         eventually(Duration::from_secs(5), || {
