@@ -344,7 +344,7 @@ impl Semaphore {
     /// Unlike the locks and the [`PermitSemaphore`](crate::PermitSemaphore), an acquire that times
     /// out ([`Error::Timeout`]) is not made again: Redisson's semaphore is a bare count, so permits
     /// the timed-out call took after all cannot be told apart or given back, and every retry during
-    /// the stall could take more. After the error, check the count ([`Semaphore::available`]).
+    /// the stall could take more. After the error, check the count ([`Semaphore::available_permits`]).
     ///
     /// # Cancel safety
     ///
