@@ -621,9 +621,10 @@ impl LockKeyNames {
 
     /// The names for the lock the workers of `config` contend for.
     pub fn for_workers(config: &WorkerConfig) -> LockKeyNames {
-        let waiter_timeout = config
-            .waiter_timeout_ms
-            .map_or(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_millis);
+        let waiter_timeout = config.waiter_timeout_ms.map_or(
+            latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME,
+            Duration::from_millis,
+        );
         LockKeyNames::of(config.primitive, &config.lock_name, waiter_timeout)
     }
 }

@@ -566,7 +566,7 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
             Primitive::FairLock => {
                 let mut lock = client.fair_lock(name);
                 if let Some(ms) = config.waiter_timeout_ms {
-                    lock = lock.waiter_timeout(Duration::from_millis(ms));
+                    lock = lock.with_thread_wait_time(Duration::from_millis(ms))?;
                 }
                 let owner = lock.owner_id().to_owned();
                 (Backend::Fair(lock), owner)

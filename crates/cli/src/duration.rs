@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use latchkey::{MAX_DELAY, MAX_LEASE, MIN_WATCHDOG_TIMEOUT};
+use latchkey::{Client, DelayedQueue, MAX_LEASE};
 
 /// Parses a duration: a number followed by `ms`, `s`, `m` or `h` (`0` needs no unit).
 pub fn parse(text: &str) -> Result<Duration, String> {
@@ -55,13 +55,13 @@ pub fn lease(text: &str) -> Result<Duration, String> {
     at_most(text, d, MAX_LEASE)
 }
 
-/// `--watchdog`: from the library's [`MIN_WATCHDOG_TIMEOUT`] to [`MAX_LEASE`].
+/// `--watchdog`: from the library's [`Client::MIN_WATCHDOG_TIMEOUT`] to [`MAX_LEASE`].
 pub fn watchdog(text: &str) -> Result<Duration, String> {
     let d = parse(text)?;
-    if d < MIN_WATCHDOG_TIMEOUT {
+    if d < Client::MIN_WATCHDOG_TIMEOUT {
         return Err(format!(
             "`{text}` is shorter than {}, the shortest watchdog lease that can be renewed in time",
-            human(MIN_WATCHDOG_TIMEOUT)
+            human(Client::MIN_WATCHDOG_TIMEOUT)
         ));
     }
     at_most(text, d, MAX_LEASE)
@@ -72,9 +72,9 @@ pub fn grace(text: &str) -> Result<Duration, String> {
     at_most(text, parse(text)?, MAX_LEASE)
 }
 
-/// `--delay`: zero up to the delayed queue's [`MAX_DELAY`].
+/// `--delay`: zero up to the delayed queue's [`DelayedQueue::MAX_DELAY`].
 pub fn delay(text: &str) -> Result<Duration, String> {
-    at_most(text, parse(text)?, MAX_DELAY)
+    at_most(text, parse(text)?, DelayedQueue::MAX_DELAY)
 }
 
 /// A run time that must not be zero (`bench --duration`), up to what the clock can count down.

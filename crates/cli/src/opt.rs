@@ -87,9 +87,9 @@ pub struct RunOpt {
     #[arg(long, value_name = "DURATION", value_parser = duration::lease)]
     pub lease: Option<Duration>,
     /// The watchdog's lease: how long the lock outlives this process if it dies without
-    /// releasing it. Renewed every third of it.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::watchdog)]
-    pub watchdog: Duration,
+    /// releasing it. Renewed every third of it. Default: the library's default, 30s.
+    #[arg(long, value_name = "DURATION", value_parser = duration::watchdog)]
+    pub watchdog: Option<Duration>,
     /// When the lock is lost: how long the command has between SIGTERM and SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::grace)]
     pub grace: Duration,

@@ -5,7 +5,7 @@ use std::io;
 use std::process::{ExitCode, ExitStatus, Stdio};
 
 use anyhow::{anyhow, Context, Result};
-use latchkey::{Guard, LockOptions};
+use latchkey::{Client, Guard, LockOptions};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -34,7 +34,7 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
     let target = Target::given_or_default(&opt.connect);
     let mut signals = Signals::new()?;
     sys::become_subreaper();
-    let client = connect::client(&target.url, Some(opt.watchdog)).await?;
+    let client = connect::client(&target.url, Some(watchdog(&opt))).await?;
     let lock = client.lock(opt.lock.clone());
     let mut options = LockOptions::new();
     if let Some(lease) = opt.lease {
@@ -121,6 +121,11 @@ async fn hold<G: Guard>(
 }
 
 /// Starts the command with the token in its environment.
+/// The watchdog lease of `run`: `--watchdog`, or the library's default.
+fn watchdog(opt: &RunOpt) -> std::time::Duration {
+    opt.watchdog.unwrap_or(Client::DEFAULT_WATCHDOG_TIMEOUT)
+}
+
 fn spawn(opt: &RunOpt, token: u64) -> std::result::Result<Child, (u8, anyhow::Error)> {
     let program = &opt.command[0];
     let mut command = Command::new(program);
@@ -209,7 +214,7 @@ async fn release(opt: &RunOpt, guard: impl Guard, status: ExitStatus) -> u8 {
             exit::LOST
         }
         Err(e) => {
-            let left = opt.lease.unwrap_or(opt.watchdog);
+            let left = opt.lease.unwrap_or(watchdog(opt));
             eprintln!(
                 "latchkey: could not release the lock `{}`: {}; it expires by itself within {}",
                 opt.lock,

@@ -21,10 +21,6 @@ use crate::sentinel_watch::{self, Follow, Resends};
 use crate::task::{self, Agents, Task};
 use crate::watchdog::{self, Registry, MAX_LEASE};
 
-/// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it, and a
-/// shorter period cannot be kept on a loaded machine.
-pub const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(300);
-
 /// Settings of a [`Client`], made with [`Client::builder`].
 ///
 /// # Examples
@@ -76,7 +72,7 @@ impl ClientBuilder {
             url: url.into(),
             tls_root: None,
             tls_identity: None,
-            watchdog_timeout: Duration::from_secs(30),
+            watchdog_timeout: Client::DEFAULT_WATCHDOG_TIMEOUT,
             connect_timeout: Duration::from_secs(3),
             command_timeout: Duration::from_secs(3),
             subscription_linger: Duration::from_secs(1),
@@ -86,9 +82,9 @@ impl ClientBuilder {
         }
     }
 
-    /// The lease of a lock taken without an explicit lease (default 30 s). The watchdog renews
-    /// such locks every third of it for as long as they are held. At least
-    /// [`MIN_WATCHDOG_TIMEOUT`].
+    /// The lease of a lock taken without an explicit lease (default
+    /// [`Client::DEFAULT_WATCHDOG_TIMEOUT`], 30 s). The watchdog renews such locks every third
+    /// of it for as long as they are held. At least [`Client::MIN_WATCHDOG_TIMEOUT`].
     pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.watchdog_timeout = timeout;
         self
@@ -209,12 +205,13 @@ impl ClientBuilder {
                 ));
             }
         }
-        if self.watchdog_timeout < MIN_WATCHDOG_TIMEOUT {
+        if self.watchdog_timeout < Client::MIN_WATCHDOG_TIMEOUT {
             return Err(Error::invalid(
                 "watchdog timeout",
                 format!(
                     "{:?} is too short for renewal every third of it to keep up; use at least {:?}",
-                    self.watchdog_timeout, MIN_WATCHDOG_TIMEOUT
+                    self.watchdog_timeout,
+                    Client::MIN_WATCHDOG_TIMEOUT
                 ),
             ));
         }
@@ -380,6 +377,29 @@ impl fmt::Debug for Client {
 }
 
 impl Client {
+    /// The lease of a lock taken without an explicit lease unless set with
+    /// [`ClientBuilder::watchdog_timeout`] (30 s, Redisson's `lockWatchdogTimeout`): the
+    /// watchdog renews such a lock every third of it while it is held.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::Client::DEFAULT_WATCHDOG_TIMEOUT, Duration::from_secs(30));
+    /// ```
+    pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The shortest watchdog timeout latchkey accepts (300 ms): renewal runs every third of it,
+    /// and a shorter period cannot be kept on a loaded machine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::Client::MIN_WATCHDOG_TIMEOUT, Duration::from_millis(300));
+    /// ```
+    pub const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(300);
+
     /// Connects with default settings; see [`Client::builder`] for the others.
     ///
     /// # Cancel safety

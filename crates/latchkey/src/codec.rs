@@ -95,10 +95,10 @@ mod tests {
         let back: (String, u8) = Json.decode(&bytes).unwrap();
         assert_eq!(back, ("a".to_owned(), 1));
         let err = <Json as Codec<u8>>::decode(&Json, b"\"not a number\"").unwrap_err();
-        assert!(matches!(err, Error::Codec { .. }), "{err:?}");
+        assert!(err.is_codec(), "{err:?}");
         // JSON object keys must be strings: a map with tuple keys cannot be encoded.
         let map: HashMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
         let err = Json.encode(&map).unwrap_err();
-        assert!(matches!(err, Error::Codec { .. }), "{err:?}");
+        assert!(err.is_codec(), "{err:?}");
     }
 }

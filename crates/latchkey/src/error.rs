@@ -176,9 +176,9 @@ pub enum Error {
         /// The semaphore's name.
         name: String,
         /// How many were being released.
-        released: u64,
-        /// How many permits the semaphore has in all.
-        total: u64,
+        released: u32,
+        /// How many permits the semaphore has in all (latchkey's record).
+        total: u32,
     },
 
     /// A value could not be encoded or decoded by the queue's codec.
@@ -375,37 +375,62 @@ fn script_command(refusal: &str) -> Option<String> {
 }
 
 impl Error {
-    /// An argument was rejected before anything was sent.
+    /// An argument was rejected before anything was sent ([`Error::InvalidArgument`]).
     pub fn is_invalid_argument(&self) -> bool {
         matches!(self, Error::InvalidArgument { .. })
     }
 
-    /// The caller did not hold the lock it tried to release.
+    /// The caller did not hold the lock it tried to release ([`Error::NotOwner`]).
     pub fn is_not_owner(&self) -> bool {
         matches!(self, Error::NotOwner { .. })
     }
 
-    /// A key held data of another type.
+    /// A key held data of another type ([`Error::WrongType`]).
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
     }
 
-    /// A wait or a command ran out of time.
+    /// The wait for a lock or permit ran out ([`Error::WaitTimedOut`]); nothing is held.
+    pub fn is_wait_timed_out(&self) -> bool {
+        matches!(self, Error::WaitTimedOut { .. })
+    }
+
+    /// A wait or a command ran out of time: [`Error::WaitTimedOut`] or [`Error::Timeout`]
+    /// (group predicate; [`is_wait_timed_out`](Error::is_wait_timed_out) and
+    /// [`is_uncertain`](Error::is_uncertain) tell them apart).
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::WaitTimedOut { .. } | Error::Timeout { .. })
     }
 
-    /// The outcome of a mutation is unknown (the command timed out after it was sent).
+    /// The outcome of a mutation is unknown: the command timed out after it was sent
+    /// ([`Error::Timeout`]; this is that variant's own predicate).
     pub fn is_uncertain(&self) -> bool {
         matches!(self, Error::Timeout { .. })
     }
 
-    /// Redis could not be reached, or did not answer; retrying later may succeed.
+    /// Redis could not be reached ([`Error::Unreachable`]); retrying later may succeed.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::Unreachable { .. })
+    }
+
+    /// Redis could not be reached, or did not answer: [`Error::Unreachable`] or
+    /// [`Error::Timeout`] (group predicate); retrying later may succeed.
     pub fn is_connection(&self) -> bool {
         matches!(self, Error::Unreachable { .. } | Error::Timeout { .. })
     }
 
-    /// Credentials or permissions were refused; retrying will not help.
+    /// Redis refused the credentials ([`Error::AuthFailed`]).
+    pub fn is_auth_failed(&self) -> bool {
+        matches!(self, Error::AuthFailed { .. })
+    }
+
+    /// The ACL user lacks a permission latchkey needs ([`Error::PermissionDenied`]).
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
+
+    /// Credentials or permissions were refused: [`Error::AuthFailed`] or
+    /// [`Error::PermissionDenied`] (group predicate); retrying will not help.
     pub fn is_auth(&self) -> bool {
         matches!(
             self,
@@ -413,14 +438,52 @@ impl Error {
         )
     }
 
-    /// Not enough RedLock nodes could be locked.
+    /// The connection settings are unusable ([`Error::Config`]).
+    pub fn is_config(&self) -> bool {
+        matches!(self, Error::Config { .. })
+    }
+
+    /// Not enough RedLock nodes could be locked ([`Error::QuorumUnavailable`]).
     pub fn is_quorum_unavailable(&self) -> bool {
         matches!(self, Error::QuorumUnavailable { .. })
     }
 
-    /// Too few replicas acknowledged an acquire in time (replica sync); it was undone.
+    /// A read hold asked for the write lock of the same read-write lock
+    /// ([`Error::UpgradeNotSupported`]).
+    pub fn is_upgrade_not_supported(&self) -> bool {
+        matches!(self, Error::UpgradeNotSupported { .. })
+    }
+
+    /// A permit id the semaphore does not know ([`Error::UnknownPermit`]).
+    pub fn is_unknown_permit(&self) -> bool {
+        matches!(self, Error::UnknownPermit { .. })
+    }
+
+    /// A release without a guard would exceed the semaphore's permits ([`Error::OverRelease`]).
+    pub fn is_over_release(&self) -> bool {
+        matches!(self, Error::OverRelease { .. })
+    }
+
+    /// A value could not be encoded or decoded by the queue's codec ([`Error::Codec`]).
+    pub fn is_codec(&self) -> bool {
+        matches!(self, Error::Codec { .. })
+    }
+
+    /// Too few replicas acknowledged an acquire in time ([`Error::NotReplicated`]); it was
+    /// undone.
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// The client has been shut down ([`Error::Closed`]).
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed)
+    }
+
+    /// Any other error from Redis or the driver, or a reply latchkey did not expect
+    /// ([`Error::Redis`], the catch-all: a cause that has no variant of its own).
+    pub fn is_redis(&self) -> bool {
+        matches!(self, Error::Redis(_))
     }
 
     /// This error and its causes on one line, joined with ": " — what an error reporter that
@@ -865,5 +928,103 @@ mod tests {
             "redis refused the ACL user a command run by a script; grant the missing command \
              (`+<command>`) (see the ACL section of latchkey's README)"
         );
+    }
+
+    /// One value of every variant: its own predicate is true, every other variant's own
+    /// predicate is false. The `match` is exhaustive (inside the crate `#[non_exhaustive]` does
+    /// not apply), so a new variant without a predicate does not compile here.
+    #[test]
+    fn every_variant_has_its_own_predicate() {
+        fn own(err: &Error) -> (&'static str, fn(&Error) -> bool) {
+            match err {
+                Error::InvalidArgument { .. } => ("InvalidArgument", Error::is_invalid_argument),
+                Error::NotOwner { .. } => ("NotOwner", Error::is_not_owner),
+                Error::WrongType { .. } => ("WrongType", Error::is_wrong_type),
+                Error::WaitTimedOut { .. } => ("WaitTimedOut", Error::is_wait_timed_out),
+                Error::Timeout { .. } => ("Timeout", Error::is_uncertain),
+                Error::Unreachable { .. } => ("Unreachable", Error::is_unreachable),
+                Error::AuthFailed { .. } => ("AuthFailed", Error::is_auth_failed),
+                Error::PermissionDenied { .. } => ("PermissionDenied", Error::is_permission_denied),
+                Error::Config { .. } => ("Config", Error::is_config),
+                Error::QuorumUnavailable { .. } => {
+                    ("QuorumUnavailable", Error::is_quorum_unavailable)
+                }
+                Error::UpgradeNotSupported { .. } => {
+                    ("UpgradeNotSupported", Error::is_upgrade_not_supported)
+                }
+                Error::UnknownPermit { .. } => ("UnknownPermit", Error::is_unknown_permit),
+                Error::OverRelease { .. } => ("OverRelease", Error::is_over_release),
+                Error::Codec { .. } => ("Codec", Error::is_codec),
+                Error::NotReplicated { .. } => ("NotReplicated", Error::is_not_replicated),
+                Error::Closed => ("Closed", Error::is_closed),
+                Error::Redis(_) => ("Redis", Error::is_redis),
+            }
+        }
+        let source = || driver_error(io::ErrorKind::ConnectionRefused);
+        let all = [
+            Error::invalid("lease", "too long"),
+            Error::NotOwner { name: "n".into() },
+            Error::WrongType {
+                key: "k".into(),
+                detail: "a string".into(),
+            },
+            Error::WaitTimedOut {
+                name: "n".into(),
+                waited: Duration::from_secs(1),
+            },
+            Error::Timeout {
+                timeout: Duration::from_secs(1),
+                context: "locking",
+            },
+            Error::Unreachable {
+                context: "connecting",
+                source: source(),
+            },
+            Error::AuthFailed { source: source() },
+            Error::PermissionDenied {
+                refused: Refused::Command(None),
+                source: source(),
+            },
+            Error::Config {
+                reason: "bad url".into(),
+            },
+            Error::QuorumUnavailable {
+                acquired: 1,
+                nodes: 3,
+                quorum: 2,
+            },
+            Error::UpgradeNotSupported { name: "n".into() },
+            Error::UnknownPermit {
+                name: "n".into(),
+                permit: "p".into(),
+            },
+            Error::OverRelease {
+                name: "n".into(),
+                released: 2,
+                total: 1,
+            },
+            Error::Codec {
+                reason: "not json".into(),
+            },
+            Error::NotReplicated {
+                name: "n".into(),
+                timeout: Duration::from_secs(1),
+                required: 1,
+                acknowledged: 0,
+            },
+            Error::Closed,
+            Error::Redis(source()),
+        ];
+        let predicates: Vec<_> = all.iter().map(own).collect();
+        let mut names: Vec<_> = predicates.iter().map(|(name, _)| *name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "one value of each variant");
+        for err in &all {
+            let (mine, _) = own(err);
+            for (name, predicate) in &predicates {
+                assert_eq!(predicate(err), *name == mine, "{name} predicate on {err:?}");
+            }
+        }
     }
 }

@@ -20,27 +20,6 @@ use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 
 use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
-/// The thread wait time (Redisson's `threadWaitTime`, also called the waiter timeout here) unless
-/// set with [`FairLock::thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
-/// so that a killed process holds up the lock for about as long whether it held the lock or
-/// waited for it.
-///
-/// **Redisson's default is 5 minutes.** Java and Rust waiters can share one queue only if both
-/// sides use the same value: set `thread_wait_time(Duration::from_secs(300))` on the latchkey
-/// side (or build the Java `RedissonFairLock` with 30 000 ms). See [`FairLock`], "Mixing with
-/// Redisson".
-///
-/// Redisson needs 5 minutes because its waiters never refresh their place while they wait;
-/// latchkey's do, at least every 2 seconds, so a much shorter value costs a live waiter
-/// nothing. A killed waiter, though, blocks every waiter behind it until its place goes stale,
-/// about one thread wait time after its turn came, which with 5 minutes would stall the lock for
-/// minutes after every crash of a waiting process.
-pub const DEFAULT_WAITER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The shortest thread wait time (waiter timeout) accepted (300 ms): live waiters refresh their
-/// place every third of it.
-pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
-
 /// A distributed reentrant lock that waiters get in arrival order (first come, first served),
 /// kept in Redis in Redisson's `RFairLock` layout.
 ///
@@ -52,7 +31,7 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
 /// [`FairLock::try_lock`] with `Duration::ZERO` fails while others wait, even if the lock is
 /// free for a moment. A waiter that gives up leaves the queue at once; a waiter that vanishes
 /// without leaving is dropped once it has not been heard of for the
-/// [waiter timeout](FairLock::waiter_timeout).
+/// [thread wait time](FairLock::with_thread_wait_time).
 ///
 /// # Why the queue cannot get stuck
 ///
@@ -88,8 +67,8 @@ pub const MIN_WAITER_TIMEOUT: Duration = Duration::from_millis(300);
 /// when it refreshes, so every waiter of either kind is served in arrival order.
 ///
 /// This needs **the same W on both sides**: Redisson's default is 5 minutes, latchkey's
-/// [30 seconds](DEFAULT_WAITER_TIMEOUT). Either call
-/// `.thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
+/// [30 seconds](FairLock::DEFAULT_THREAD_WAIT_TIME). Either call
+/// `.with_thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java
 /// code also uses (a killed latchkey waiter then stalls the queue for up to 5 minutes, as a
 /// killed Java one does), or build the Java side with
 /// `new RedissonFairLock(commandExecutor, name, 30000)`. Redisson computes its deadlines with the
@@ -133,16 +112,16 @@ struct FairInner {
     channel_prefix: Arc<str>,
     /// This owner's wake channel.
     channel: Arc<str>,
-    waiter_timeout: Duration,
+    thread_wait_time: Duration,
     /// Live [`QueueEntry`] guards of this owner in this process (clones share the entry).
     queued: Arc<AtomicUsize>,
 }
 
-named_debug!(FairLock, "owner" => hold.field, "waiter_timeout" => waiter_timeout);
+named_debug!(FairLock, "owner" => hold.field, "thread_wait_time" => thread_wait_time);
 
 impl Client {
     /// A fair lock named `name`, with a new owner id (`<client id>:<n>`) and the
-    /// [default waiter timeout](DEFAULT_WAITER_TIMEOUT).
+    /// [default thread wait time](FairLock::DEFAULT_THREAD_WAIT_TIME).
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
     /// the handle share its owner id, so they re-enter each other's holds.
@@ -199,7 +178,7 @@ lock_methods! {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name or waiter timeout, [`Error::WrongType`](crate::Error::WrongType) if one
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, [`Error::WrongType`](crate::Error::WrongType) if one
     /// of the lock's keys holds another type (nothing is changed then), connection errors
     /// ([`Error::is_connection`](crate::Error::is_connection)) if Redis cannot be reached.
     /// [`Error::NotReplicated`](crate::Error::NotReplicated) with replica sync (see
@@ -241,13 +220,48 @@ impl FairLock {
                 queue_key: keys.queue,
                 deadlines_key: keys.deadlines,
                 channel_prefix: keys.channel_prefix,
-                waiter_timeout: DEFAULT_WAITER_TIMEOUT,
+                thread_wait_time: FairLock::DEFAULT_THREAD_WAIT_TIME,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,
                 name,
             }),
         }
     }
+
+    /// The thread wait time (Redisson's `threadWaitTime`) unless set with
+    /// [`FairLock::with_thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
+    /// so that a killed process holds up the lock for about as long whether it held the lock or
+    /// waited for it.
+    ///
+    /// **Redisson's default is 5 minutes.** Java and Rust waiters can share one queue only if both
+    /// sides use the same value: set `with_thread_wait_time(Duration::from_secs(300))` on the latchkey
+    /// side (or build the Java `RedissonFairLock` with 30 000 ms). See [`FairLock`], "Mixing with
+    /// Redisson".
+    ///
+    /// Redisson needs 5 minutes because its waiters never refresh their place while they wait;
+    /// latchkey's do, at least every 2 seconds, so a much shorter value costs a live waiter
+    /// nothing. A killed waiter, though, blocks every waiter behind it until its place goes stale,
+    /// about one thread wait time after its turn came, which with 5 minutes would stall the lock for
+    /// minutes after every crash of a waiting process.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME, Duration::from_secs(30));
+    /// ```
+    pub const DEFAULT_THREAD_WAIT_TIME: Duration = Duration::from_secs(30);
+
+    /// The shortest thread wait time accepted (300 ms): live waiters refresh their
+    /// place every third of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::FairLock::MIN_THREAD_WAIT_TIME, Duration::from_millis(300));
+    /// ```
+    pub const MIN_THREAD_WAIT_TIME: Duration = Duration::from_millis(300);
 
     /// The lock's name as given to [`Client::fair_lock`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
@@ -271,10 +285,11 @@ impl FairLock {
         &self.inner.hold.field
     }
 
-    /// Sets the thread wait time, Redisson's `threadWaitTime` (default
-    /// [`DEFAULT_WAITER_TIMEOUT`], 30 s): the spacing of the queued waiters' deadlines, and so
-    /// how long a waiter that vanished without leaving holds up the queue once its turn has
-    /// come. The same handle (owner id) is returned, with the new setting.
+    /// This handle with another thread wait time, Redisson's `threadWaitTime` (default
+    /// [`FairLock::DEFAULT_THREAD_WAIT_TIME`], 30 s): the spacing of the queued waiters'
+    /// deadlines, and so how long a waiter that vanished without leaving holds up the queue once
+    /// its turn has come. The same owner (owner id) is returned, with the new setting; the
+    /// value is checked here, not when the lock is used.
     ///
     /// A live waiter refreshes its place with every attempt and attempts at least every third of
     /// this time, so it never loses its place however long it waits. **When Java (Redisson)
@@ -284,8 +299,9 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between [`MIN_WAITER_TIMEOUT`] and
-    /// [`MAX_LEASE`]; the handle is not changed then.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `wait` is between
+    /// [`FairLock::MIN_THREAD_WAIT_TIME`] and [`MAX_LEASE`]; nothing is returned then (the
+    /// handle is consumed; clone it first to keep it).
     ///
     /// # Examples
     ///
@@ -293,32 +309,19 @@ impl FairLock {
     /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
     /// use std::time::Duration;
     /// // Shared with Java services that use Redisson's default.
-    /// let lock = client.fair_lock("printer").thread_wait_time(Duration::from_secs(300))?;
+    /// let lock = client
+    ///     .fair_lock("printer")
+    ///     .with_thread_wait_time(Duration::from_secs(300))?;
+    /// assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn thread_wait_time(self, wait: Duration) -> Result<FairLock> {
+    pub fn with_thread_wait_time(self, wait: Duration) -> Result<FairLock> {
         check_thread_wait_time(wait)?;
-        Ok(self.waiter_timeout(wait))
-    }
-
-    /// The same setting as [`FairLock::thread_wait_time`], under its older name; a value out of
-    /// range is reported when the handle is used instead of here.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = client.fair_lock("printer").waiter_timeout(Duration::from_secs(10));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn waiter_timeout(self, timeout: Duration) -> FairLock {
         let inner = &self.inner;
-        FairLock {
+        Ok(FairLock {
             inner: Arc::new(FairInner {
                 client: inner.client.clone(),
                 name: inner.name.clone(),
@@ -328,20 +331,30 @@ impl FairLock {
                 deadlines_key: inner.deadlines_key.clone(),
                 channel_prefix: inner.channel_prefix.clone(),
                 channel: inner.channel.clone(),
-                waiter_timeout: timeout,
+                thread_wait_time: wait,
                 queued: inner.queued.clone(),
             }),
-        }
+        })
     }
 
-    fn check_waiter_timeout(&self) -> Result<()> {
-        check_thread_wait_time(self.inner.waiter_timeout)
+    /// The thread wait time of this handle (see [`FairLock::with_thread_wait_time`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// let lock = client.fair_lock("printer");
+    /// assert_eq!(lock.thread_wait_time(), latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME);
+    /// # }
+    /// ```
+    pub fn thread_wait_time(&self) -> Duration {
+        self.inner.thread_wait_time
     }
 
     /// The longest this handle's waiters park between attempts: they must refresh their place
-    /// well within the waiter timeout.
+    /// well within the thread wait time.
     fn park_cap(&self) -> Duration {
-        MAX_PARK.min(self.inner.waiter_timeout / 3)
+        MAX_PARK.min(self.inner.thread_wait_time / 3)
     }
 
     /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
@@ -352,7 +365,6 @@ impl FairLock {
         deadline: Option<Instant>,
     ) -> Result<Option<FairLockGuard>> {
         check_name(&self.inner.name)?;
-        self.check_waiter_timeout()?;
         // The caller's place in the queue. Dropped without being disarmed (give-up, error,
         // cancellation), it leaves the queue.
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
@@ -411,7 +423,7 @@ impl FairLock {
             vec![
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
-                (inner.waiter_timeout.as_millis() as u64).to_string(),
+                (inner.thread_wait_time.as_millis() as u64).to_string(),
                 (park.as_millis() as u64).to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 client.conn.publish_command().to_owned(),
@@ -463,7 +475,7 @@ impl FairLock {
                 inner.hold.field.to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
-                (inner.waiter_timeout.as_millis() as u64).to_string(),
+                (inner.thread_wait_time.as_millis() as u64).to_string(),
             ],
             "leaving a fair lock's queue",
         )
@@ -620,12 +632,11 @@ holds!(FairLock, [inner], hold, |lock: &FairLock, lease_ms| lock
     .release_task(lease_ms));
 
 fn check_thread_wait_time(wait: Duration) -> Result<()> {
-    if wait < MIN_WAITER_TIMEOUT || wait > MAX_LEASE {
+    let min = FairLock::MIN_THREAD_WAIT_TIME;
+    if wait < min || wait > MAX_LEASE {
         return Err(Error::invalid(
-            "waiter timeout (thread wait time)",
-            format!(
-                "{wait:?} is out of range; use between {MIN_WAITER_TIMEOUT:?} and {MAX_LEASE:?}"
-            ),
+            "thread wait time",
+            format!("{wait:?} is out of range; use between {min:?} and {MAX_LEASE:?}"),
         ));
     }
     Ok(())

@@ -30,24 +30,19 @@ mod watchdog;
 #[cfg(test)]
 mod layers_test;
 
-pub use client::{Client, ClientBuilder, MIN_WATCHDOG_TIMEOUT};
+pub use client::{Client, ClientBuilder};
 pub use codec::{Codec, Json};
 pub use error::{Error, Refused, Result};
-pub use fair_lock::{FairLock, FairLockGuard, DEFAULT_WAITER_TIMEOUT, MIN_WAITER_TIMEOUT};
+pub use fair_lock::{FairLock, FairLockGuard};
 pub use guard::Guard;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};
 pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemaphore};
-pub use queue::{
-    BlockingQueue, DelayedQueue, Delivery, ItemId, PendingItem, DEFAULT_VISIBILITY_TIMEOUT,
-    MAX_DELAY, MAX_ITEM_SIZE,
-};
-pub use redlock::{
-    RedLock, RedLockBuilder, RedLockGuard, DEFAULT_PER_NODE_TIMEOUT, DEFAULT_RETRY_DELAY,
-};
+pub use queue::{BlockingQueue, DelayedQueue, Delivery, ItemId, PendingItem};
+pub use redlock::{RedLock, RedLockBuilder, RedLockGuard};
 pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
-pub use semaphore::{Permits, Semaphore, MAX_PERMITS};
+pub use semaphore::{Permits, Semaphore};
 pub use watchdog::MAX_LEASE;

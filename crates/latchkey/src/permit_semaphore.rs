@@ -224,6 +224,16 @@ impl Renewal for PermitRenewal {
 }
 
 impl PermitSemaphore {
+    /// The most permits a permit semaphore can have in all (`i32::MAX`), as for Redisson's
+    /// `RPermitExpirableSemaphore`; the same value as [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::PermitSemaphore::MAX_PERMITS, i32::MAX as u32);
+    /// ```
+    pub const MAX_PERMITS: u32 = MAX_PERMITS;
+
     /// The semaphore's name as given to [`Client::permit_semaphore`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `workers` and the semaphore is kept at `billing:workers` in Redis. The name is checked
@@ -258,7 +268,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or more than [`PermitSemaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if a key holds another type; connection errors.
     ///
     /// # Examples
@@ -305,7 +315,7 @@ impl PermitSemaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
-    /// [`MAX_PERMITS`]; [`Error::WrongType`]; connection errors.
+    /// [`PermitSemaphore::MAX_PERMITS`]; [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
     ///
@@ -349,21 +359,24 @@ impl PermitSemaphore {
         }
     }
 
-    async fn counts(&self) -> Result<(i64, u64)> {
+    /// The available count and the number of permits leased out.
+    async fn counts(&self) -> Result<(i64, u32)> {
         check_name(&self.inner.name)?;
         let mut invocation = PSEM_COUNT.prepare_invoke();
         for key in self.keys() {
             invocation.key(&*key);
         }
         invocation.arg(self.inner.client.inner.conn.publish_command());
-        let reply: (i64, u64) = self
+        let (available, leased): (i64, i64) = self
             .inner
             .client
             .inner
             .conn
             .script(&invocation, "counting semaphore permits", &self.inner.name)
             .await?;
-        Ok(reply)
+        let leased = u32::try_from(leased)
+            .map_err(|_| unexpected("the permit count script", (available, leased)))?;
+        Ok((available, leased))
     }
 
     /// The number of permits available now, after reclaiming ended leases (0 if the semaphore
@@ -381,15 +394,17 @@ impl PermitSemaphore {
     ///
     /// ```no_run
     /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
-    /// println!("{} permits free", semaphore.available().await?);
+    /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn available(&self) -> Result<i64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         Ok(self.counts().await?.0)
     }
 
-    /// The number of permits leased out now (leases that have not ended), by every client.
+    /// The number of permits leased out now (leases that have not ended), by every client. A
+    /// count that does not fit a `u32` (a corrupted set) is an [`Error::Redis`] "unexpected
+    /// reply", never a wrapped number.
     ///
     /// # Cancel safety
     ///
@@ -407,7 +422,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn leased(&self) -> Result<u64> {
+    pub async fn leased(&self) -> Result<u32> {
         Ok(self.counts().await?.1)
     }
 
@@ -432,7 +447,7 @@ impl PermitSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`PermitSemaphore::MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors; [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the permits taken in time: they were given back by id
@@ -764,9 +779,10 @@ impl LeasedPermits {
         &self.ids
     }
 
-    /// How many permits this guard holds.
-    pub fn count(&self) -> usize {
-        self.ids.len()
+    /// How many permits this guard holds (as many as were asked for, a `u32`).
+    pub fn count(&self) -> u32 {
+        // At most the `n: u32` of the acquire that made the guard.
+        u32::try_from(self.ids.len()).unwrap_or(u32::MAX)
     }
 
     /// The semaphore the permits were taken from.

@@ -26,12 +26,6 @@ use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Ticket};
 
 use crate::scripts::{REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE};
 
-/// The default bound on one node's answer (see [`RedLockBuilder::per_node_timeout`]).
-pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);
-
-/// The default base delay between attempts (see [`RedLockBuilder::retry_delay`]).
-pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
-
 /// How many attempts in a row may get answers from fewer than a majority of the nodes before
 /// an acquire gives up with [`Error::QuorumUnavailable`].
 const UNAVAILABLE_ATTEMPTS: u32 = 3;
@@ -66,7 +60,7 @@ const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 ///
 /// 1. The acquire script is sent to **every node in parallel** (but those known down, see
 ///    below), each answer bounded by the per-node timeout (default
-///    [`DEFAULT_PER_NODE_TIMEOUT`]), so a stalled node costs at most that long.
+///    [`RedLock::DEFAULT_PER_NODE_TIMEOUT`]), so a stalled node costs at most that long.
 /// 2. It succeeds when at least `N/2 + 1` nodes granted it (and, with fencing, confirmed the
 ///    fencing token) and time is left: the validity is
 ///    `TTL − elapsed − drift`, with `drift = TTL/100 + 2 ms` and `elapsed` measured on the
@@ -247,7 +241,7 @@ impl fmt::Debug for RedLockBuilder {
 
 impl RedLockBuilder {
     /// How long one node may take to answer one request before it counts as failed (default
-    /// [`DEFAULT_PER_NODE_TIMEOUT`]). Keep it much shorter than the lease: it bounds the time a
+    /// [`RedLock::DEFAULT_PER_NODE_TIMEOUT`]). Keep it much shorter than the lease: it bounds the time a
     /// stalled or unreachable node costs an acquire (a node found unreachable is then skipped
     /// until a probe finds it up, see [`RedLock`]). Between 1 ms and 1 hour.
     pub fn per_node_timeout(mut self, timeout: Duration) -> RedLockBuilder {
@@ -256,7 +250,7 @@ impl RedLockBuilder {
     }
 
     /// The base delay between two attempts when the lock is busy (default
-    /// [`DEFAULT_RETRY_DELAY`]); each delay is random between ½ and 1½ times it. At most 1 hour.
+    /// [`RedLock::DEFAULT_RETRY_DELAY`]); each delay is random between ½ and 1½ times it. At most 1 hour.
     pub fn retry_delay(mut self, delay: Duration) -> RedLockBuilder {
         self.retry_delay = delay;
         self
@@ -421,6 +415,26 @@ struct Released {
 }
 
 impl RedLock {
+    /// The default bound on one node's answer (see [`RedLockBuilder::per_node_timeout`]): 50 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::RedLock::DEFAULT_PER_NODE_TIMEOUT, Duration::from_millis(50));
+    /// ```
+    pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+    /// The default base delay between attempts (see [`RedLockBuilder::retry_delay`]): 50 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::RedLock::DEFAULT_RETRY_DELAY, Duration::from_millis(50));
+    /// ```
+    pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
+
     /// A RedLock named `name` over one client per server, with default settings.
     ///
     /// # Errors
@@ -450,8 +464,8 @@ impl RedLock {
         RedLockBuilder {
             name: name.into(),
             clients: clients.into_iter().collect(),
-            per_node_timeout: DEFAULT_PER_NODE_TIMEOUT,
-            retry_delay: DEFAULT_RETRY_DELAY,
+            per_node_timeout: RedLock::DEFAULT_PER_NODE_TIMEOUT,
+            retry_delay: RedLock::DEFAULT_RETRY_DELAY,
             fencing: true,
         }
     }

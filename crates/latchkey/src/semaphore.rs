@@ -16,9 +16,9 @@ use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 
-/// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as Java
-/// `int`s, so larger totals would break Java clients sharing the semaphore.
-pub const MAX_PERMITS: u32 = i32::MAX as u32;
+/// The most permits a semaphore can have in all: published as [`Semaphore::MAX_PERMITS`] and
+/// [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
+pub(crate) const MAX_PERMITS: u32 = i32::MAX as u32;
 
 /// Checks a permit count for an acquire or release: 1 to [`MAX_PERMITS`].
 pub(crate) fn check_permits(n: u32) -> Result<()> {
@@ -61,6 +61,14 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
 /// semaphore's total. The total is set by [`Semaphore::try_set_permits`] and moved by
 /// [`Semaphore::add_permits`]. A semaphore set up by a Redisson client has no total record, so
 /// every release is accepted there, as in Redisson.
+///
+/// # Numbers of permits
+///
+/// A number of permits asked for, set, held or leased is a `u32` (at most
+/// [`Semaphore::MAX_PERMITS`]), here and on [`PermitSemaphore`](crate::PermitSemaphore). Two
+/// numbers are signed: the delta of [`Semaphore::add_permits`] (`i32`, Redisson's `int`: it may
+/// take permits away) and [`Semaphore::available_permits`] (`i64`): a reading of a counter that
+/// any client may have driven negative or, outside latchkey, past `i32`.
 ///
 /// # Mixed with Redisson
 ///
@@ -146,6 +154,17 @@ enum Release {
 }
 
 impl Semaphore {
+    /// The most permits a semaphore can have in all (`i32::MAX`): Redisson reads the counts as
+    /// Java `int`s, so larger totals would break Java clients sharing the semaphore. The same
+    /// value as [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Semaphore::MAX_PERMITS, i32::MAX as u32);
+    /// ```
+    pub const MAX_PERMITS: u32 = MAX_PERMITS;
+
     /// The semaphore's name as given to [`Client::semaphore`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `downloads` and the semaphore is kept at `billing:downloads` in Redis. The name is checked
@@ -171,7 +190,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or more than [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or more than [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if a key holds another type; connection errors.
     ///
     /// # Examples
@@ -225,7 +244,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] (nothing changed) if the total would go below zero or above
-    /// [`MAX_PERMITS`] (for a Redisson-made semaphore without a total record: if the available
+    /// [`Semaphore::MAX_PERMITS`] (for a Redisson-made semaphore without a total record: if the available
     /// count would go below zero); [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
@@ -287,11 +306,11 @@ impl Semaphore {
     ///
     /// ```no_run
     /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
-    /// println!("{} permits free", semaphore.available().await?);
+    /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn available(&self) -> Result<i64> {
+    pub async fn available_permits(&self) -> Result<i64> {
         check_name(&self.inner.name)?;
         let n: Option<i64> = self
             .inner
@@ -319,7 +338,7 @@ impl Semaphore {
     /// Unlike the locks and the [`PermitSemaphore`](crate::PermitSemaphore), an acquire that times
     /// out ([`Error::Timeout`]) is not made again: Redisson's semaphore is a bare count, so permits
     /// the timed-out call took after all cannot be told apart or given back, and every retry during
-    /// the stall could take more. After the error, check the count ([`Semaphore::available`]).
+    /// the stall could take more. After the error, check the count ([`Semaphore::available_permits`]).
     ///
     /// # Cancel safety
     ///
@@ -329,7 +348,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`MAX_PERMITS`];
+    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if the key is not a count; connection errors;
     /// [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
@@ -394,7 +413,7 @@ impl Semaphore {
     /// [`Error::OverRelease`] (nothing changed) if more permits would be available than the
     /// semaphore's total as latchkey recorded it (see [Mixed with
     /// Redisson](Semaphore#mixed-with-redisson)); [`Error::InvalidArgument`] for `n` of 0 or above
-    /// [`MAX_PERMITS`];
+    /// [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors.
     ///
     /// # Examples
@@ -417,8 +436,10 @@ impl Semaphore {
             [1, _] => Ok(()),
             [0, total] => Err(Error::OverRelease {
                 name: self.inner.name.clone(),
-                released: u64::from(n),
-                total: (*total).max(0) as u64,
+                released: n,
+                // latchkey's own record, at most MAX_PERMITS; clamped, never wrapped.
+                total: u32::try_from((*total).clamp(0, i64::from(MAX_PERMITS)))
+                    .unwrap_or(MAX_PERMITS),
             }),
             other => Err(unexpected("the semaphore script", other)),
         }

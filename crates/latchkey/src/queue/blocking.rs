@@ -47,7 +47,7 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 ///   ([`Delivery::nack`]) goes back to the head of the queue at once; one whose consumer died
 ///   comes back after the visibility timeout
 ///   ([`BlockingQueue::with_visibility_timeout`], default
-///   [`DEFAULT_VISIBILITY_TIMEOUT`](crate::DEFAULT_VISIBILITY_TIMEOUT)), counted by
+///   [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`]), counted by
 ///   [`Delivery::attempt`]. Duplicates happen only in that case (or when processing outlives the
 ///   visibility timeout), so make the processing idempotent or check [`Delivery::attempt`].
 ///
@@ -81,7 +81,7 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 /// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
 /// let queue = client
 ///     .blocking_queue::<String>("emails")
-///     .with_visibility_timeout(Duration::from_secs(60));
+///     .with_visibility_timeout(Duration::from_secs(60))?;
 /// loop {
 ///     let delivery = queue.take_reliable().await?;
 ///     println!("sending {}", *delivery);
@@ -168,36 +168,87 @@ impl Client {
     }
 }
 
+/// The queue's limits, on `BlockingQueue<()>` so that `BlockingQueue::MAX_ITEM_SIZE` names them
+/// without an item type; they are the same for every item type and codec.
+impl BlockingQueue<()> {
+    /// The largest encoded item a queue accepts (1 MiB), the same as
+    /// [`DelayedQueue::MAX_ITEM_SIZE`](crate::DelayedQueue::MAX_ITEM_SIZE). Larger items are
+    /// rejected with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before anything
+    /// is sent; keep big payloads elsewhere and queue a reference to them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::BlockingQueue::MAX_ITEM_SIZE, 1024 * 1024);
+    /// ```
+    pub const MAX_ITEM_SIZE: usize = super::MAX_ITEM_SIZE;
+
+    /// How long a reliable delivery stays invisible to other consumers unless acknowledged,
+    /// released or extended, unless set with [`BlockingQueue::with_visibility_timeout`] (30 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT, Duration::from_secs(30));
+    /// ```
+    pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = DEFAULT_VISIBILITY_TIMEOUT;
+}
+
 impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.core.name
     }
 
-    /// This handle with another visibility timeout for its reliable deliveries: how long a
-    /// delivery stays invisible to other consumers before it is delivered again, unless
-    /// acknowledged, released or extended first. Between 1 ms and
-    /// [`MAX_LEASE`](crate::MAX_LEASE); checked when a reliable delivery is taken.
+    /// This handle with another visibility timeout for its reliable deliveries (default
+    /// [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`], 30 s): how long a delivery stays invisible
+    /// to other consumers before it is delivered again, unless acknowledged, released or
+    /// extended first. The value is checked here, not when a reliable delivery is taken.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) unless `timeout` is between
+    /// 1 ms and [`MAX_LEASE`](crate::MAX_LEASE); nothing is returned then (the handle is
+    /// consumed; clone it first to keep it).
     ///
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
     /// use std::time::Duration;
     /// let queue = client
     ///     .blocking_queue::<String>("slow-jobs")
-    ///     .with_visibility_timeout(Duration::from_secs(600));
+    ///     .with_visibility_timeout(Duration::from_secs(600))?;
+    /// assert_eq!(queue.visibility_timeout(), Duration::from_secs(600));
+    /// # Ok(())
     /// # }
     /// ```
-    #[must_use]
-    pub fn with_visibility_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_visibility_timeout(mut self, timeout: Duration) -> Result<Self> {
+        check_visibility(timeout)?;
         self.visibility = timeout;
-        self
+        Ok(self)
     }
 
-    /// The visibility timeout of this handle's reliable deliveries.
+    /// The visibility timeout of this handle's reliable deliveries (see
+    /// [`BlockingQueue::with_visibility_timeout`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) {
+    /// let queue = client.blocking_queue::<String>("jobs");
+    /// assert_eq!(queue.visibility_timeout(), latchkey::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT);
+    /// # }
+    /// ```
     pub fn visibility_timeout(&self) -> Duration {
         self.visibility
+    }
+
+    /// The visibility timeout in milliseconds, as the scripts take it (in range: checked when
+    /// set).
+    fn visibility_ms(&self) -> u64 {
+        self.visibility.as_millis() as u64
     }
 
     /// Appends `item` to the queue, ready at once (behind items of the delayed queue that are
@@ -309,8 +360,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     ///
     /// # Errors
     ///
-    /// As [`BlockingQueue::take`], and [`Error::InvalidArgument`](crate::Error::InvalidArgument)
-    /// for a bad visibility timeout. After [`Error::Timeout`](crate::Error::Timeout) an item
+    /// As [`BlockingQueue::take`]. After [`Error::Timeout`](crate::Error::Timeout) an item
     /// may have been handed over; it is delivered again after the visibility timeout.
     ///
     /// # Examples
@@ -324,7 +374,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # }
     /// ```
     pub async fn take_reliable(&self) -> Result<Delivery<T>> {
-        let visibility = check_visibility(self.visibility)?;
+        let visibility = self.visibility_ms();
         match self.receive(None, || self.claim_once(visibility)).await? {
             Some(delivery) => Ok(delivery),
             None => unreachable!("an unbounded wait only ends with an item"),
@@ -355,7 +405,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # }
     /// ```
     pub async fn poll_reliable(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
-        let visibility = check_visibility(self.visibility)?;
+        let visibility = self.visibility_ms();
         let deadline = deadline_after(timeout, "`take`")?;
         self.receive(Some(deadline), || self.claim_once(visibility))
             .await
@@ -859,7 +909,7 @@ impl<T> Delivery<T> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a delay over
-    /// [`MAX_DELAY`](crate::MAX_DELAY) (the item is then given back at once, as on drop);
+    /// [`DelayedQueue::MAX_DELAY`](crate::DelayedQueue::MAX_DELAY) (the item is then given back at once, as on drop);
     /// otherwise as [`Delivery::nack`].
     ///
     /// # Examples

@@ -39,8 +39,8 @@ use crate::wait::unexpected;
 ///   offered by one client.
 /// * **Distinct items:** every offer gets its own [`ItemId`]; offering equal items twice queues
 ///   two items.
-/// * **Limits:** an encoded item is at most [`MAX_ITEM_SIZE`](crate::MAX_ITEM_SIZE) bytes, a delay
-///   at most [`MAX_DELAY`](crate::MAX_DELAY).
+/// * **Limits:** an encoded item is at most [`DelayedQueue::MAX_ITEM_SIZE`] bytes, a delay at
+///   most [`DelayedQueue::MAX_DELAY`].
 ///
 /// # Keys in Redis
 ///
@@ -181,6 +181,34 @@ impl Client {
     }
 }
 
+/// The queue's limits, on `DelayedQueue<()>` so that `DelayedQueue::MAX_DELAY` names them
+/// without an item type; they are the same for every item type and codec.
+impl DelayedQueue<()> {
+    /// The largest encoded item a queue accepts (1 MiB), the same as
+    /// [`BlockingQueue::MAX_ITEM_SIZE`](crate::BlockingQueue::MAX_ITEM_SIZE). Larger items are
+    /// rejected with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before anything
+    /// is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(latchkey::DelayedQueue::MAX_ITEM_SIZE, 1024 * 1024);
+    /// ```
+    pub const MAX_ITEM_SIZE: usize = super::MAX_ITEM_SIZE;
+
+    /// The longest delay a delayed queue accepts (3650 days). Longer delays, and due times
+    /// further in the future, are rejected with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(latchkey::DelayedQueue::MAX_DELAY, Duration::from_secs(3650 * 24 * 3600));
+    /// ```
+    pub const MAX_DELAY: Duration = super::MAX_DELAY;
+}
+
 impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// The queue's name (shared with its [`BlockingQueue`](crate::BlockingQueue)).
     pub fn name(&self) -> &str {
@@ -198,8 +226,8 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name, a delay over
-    /// [`MAX_DELAY`](crate::MAX_DELAY) or an encoded item over
-    /// [`MAX_ITEM_SIZE`](crate::MAX_ITEM_SIZE); [`Error::Codec`](crate::Error::Codec) if the
+    /// [`DelayedQueue::MAX_DELAY`](crate::DelayedQueue::MAX_DELAY) or an encoded item over
+    /// [`DelayedQueue::MAX_ITEM_SIZE`](crate::DelayedQueue::MAX_ITEM_SIZE); [`Error::Codec`](crate::Error::Codec) if the
     /// item cannot be encoded (nothing is sent in these cases);
     /// [`Error::WrongType`](crate::Error::WrongType) if a key of the queue holds another type
     /// (nothing changes); connection errors. [`Error::Timeout`](crate::Error::Timeout) leaves the
@@ -231,7 +259,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Errors
     ///
     /// As [`DelayedQueue::offer`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a
-    /// time before 1970 or more than [`MAX_DELAY`](crate::MAX_DELAY) ahead.
+    /// time before 1970 or more than [`DelayedQueue::MAX_DELAY`](crate::DelayedQueue::MAX_DELAY) ahead.
     ///
     /// # Examples
     ///

@@ -38,18 +38,15 @@ use crate::watchdog::MAX_LEASE;
 pub use blocking::{BlockingQueue, Delivery};
 pub use delayed::{DelayedQueue, PendingItem};
 
-/// The largest encoded item a queue accepts (1 MiB). Larger items are rejected with
-/// [`Error::InvalidArgument`] before anything is sent; keep big payloads elsewhere and queue a
-/// reference to them.
-pub const MAX_ITEM_SIZE: usize = 1024 * 1024;
+/// The largest encoded item a queue accepts: published as [`BlockingQueue::MAX_ITEM_SIZE`] and
+/// [`DelayedQueue::MAX_ITEM_SIZE`].
+pub(crate) const MAX_ITEM_SIZE: usize = 1024 * 1024;
 
-/// The longest delay a delayed queue accepts (3650 days). Longer delays, and due times further
-/// in the future, are rejected with [`Error::InvalidArgument`].
-pub const MAX_DELAY: Duration = Duration::from_secs(3650 * 24 * 3600);
+/// The longest delay a delayed queue accepts: published as [`DelayedQueue::MAX_DELAY`].
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(3650 * 24 * 3600);
 
-/// How long a reliable delivery stays invisible to other consumers unless acknowledged,
-/// released or extended, unless set with [`BlockingQueue::with_visibility_timeout`] (30 s).
-pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default visibility timeout: published as [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`].
+pub(crate) const DEFAULT_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most items one transfer script call moves from each zset.
 pub(crate) const TRANSFER_BATCH: usize = 1000;

@@ -268,7 +268,11 @@ async fn exercise(
     tokio::time::sleep(SHORT).await;
     step!(admin, "Permits::release", permits.release());
     assert_eq!(
-        step!(admin, "Semaphore::available", semaphore.available()),
+        step!(
+            admin,
+            "Semaphore::available_permits",
+            semaphore.available_permits()
+        ),
         1
     );
 
@@ -291,7 +295,11 @@ async fn exercise(
     tokio::time::sleep(SHORT).await;
     step!(admin, "LeasedPermits::release", permits.release());
     assert_eq!(
-        step!(admin, "PermitSemaphore::available", semaphore.available()),
+        step!(
+            admin,
+            "PermitSemaphore::available_permits",
+            semaphore.available_permits()
+        ),
         1
     );
 

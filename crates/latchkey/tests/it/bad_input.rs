@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use latchkey::{Client, Error, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN};
+use latchkey::{
+    BlockingQueue, Client, Error, FairLock, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN,
+};
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -437,7 +439,8 @@ async fn watchdog_timeout_too_short_to_renew() {
     let clients_before = connected();
     for (builder, what) in [
         (
-            Client::builder(server.url()).watchdog_timeout(latchkey::MIN_WATCHDOG_TIMEOUT / 2),
+            Client::builder(server.url())
+                .watchdog_timeout(latchkey::Client::MIN_WATCHDOG_TIMEOUT / 2),
             "watchdog",
         ),
         (
@@ -461,6 +464,107 @@ async fn watchdog_timeout_too_short_to_renew() {
         assert!(err.to_string().contains(what), "{err}");
     }
     assert_eq!(connected(), clients_before, "no connection was made");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings on a handle: rejected when set, not at first use
+// ---------------------------------------------------------------------------------------------
+
+/// A fair lock's thread wait time out of `MIN_THREAD_WAIT_TIME ..= MAX_LEASE` is refused by
+/// `with_thread_wait_time` itself (there is no unchecked setter that fails at the first acquire
+/// any more); nothing is sent. The bounds are accepted, and the lock works with them.
+#[tokio::test]
+async fn fair_lock_thread_wait_time_out_of_range_is_rejected_when_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    let before = keyspace(&mut conn).await;
+    for wait in [
+        Duration::ZERO,
+        FairLock::MIN_THREAD_WAIT_TIME - Duration::from_millis(1),
+        MAX_LEASE + Duration::from_millis(1),
+        Duration::MAX,
+    ] {
+        let err = a
+            .fair_lock("wait-time")
+            .with_thread_wait_time(wait)
+            .expect_err("an out-of-range thread wait time must be refused when set");
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains("thread wait time") && message.contains("use between"),
+            "says what was wrong and what to use: {message}"
+        );
+    }
+    assert_eq!(keyspace(&mut conn).await, before, "nothing was sent");
+
+    assert_eq!(
+        a.fair_lock("wait-time").thread_wait_time(),
+        FairLock::DEFAULT_THREAD_WAIT_TIME
+    );
+    for wait in [FairLock::MIN_THREAD_WAIT_TIME, MAX_LEASE] {
+        let lock = a
+            .fair_lock("wait-time")
+            .with_thread_wait_time(wait)
+            .unwrap();
+        assert_eq!(lock.thread_wait_time(), wait);
+        let guard = lock
+            .try_lock(Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("the lock is free");
+        guard.unlock().await.unwrap();
+    }
+}
+
+/// A blocking queue's visibility timeout out of `1 ms ..= MAX_LEASE` is refused by
+/// `with_visibility_timeout` itself, not by the next `take_reliable`; the queued item stays
+/// where it was. The bounds are accepted, and a reliable take works with them.
+#[tokio::test]
+async fn blocking_queue_visibility_timeout_out_of_range_is_rejected_when_set() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let queue = a.blocking_queue::<u64>("visibility");
+    queue.put(&7).await.unwrap();
+    for timeout in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        MAX_LEASE + Duration::from_millis(1),
+        Duration::MAX,
+    ] {
+        let err = queue
+            .clone()
+            .with_visibility_timeout(timeout)
+            .expect_err("an out-of-range visibility timeout must be refused when set");
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains("visibility timeout") && message.contains("at least 1 ms"),
+            "says what was wrong and what to use: {message}"
+        );
+    }
+    assert_eq!(queue.len().await.unwrap(), 1, "the item is still queued");
+    assert_eq!(queue.in_flight().await.unwrap(), 0, "and was not taken");
+
+    assert_eq!(
+        queue.visibility_timeout(),
+        BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT
+    );
+    let shortest = queue
+        .clone()
+        .with_visibility_timeout(Duration::from_millis(1))
+        .unwrap();
+    assert_eq!(shortest.visibility_timeout(), Duration::from_millis(1));
+    let longest = queue.clone().with_visibility_timeout(MAX_LEASE).unwrap();
+    assert_eq!(longest.visibility_timeout(), MAX_LEASE);
+    let delivery = longest
+        .poll_reliable(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the item");
+    assert_eq!(*delivery, 7);
+    delivery.ack().await.unwrap();
+    assert_eq!(queue.len().await.unwrap(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -669,7 +773,7 @@ async fn wrong_password() {
     ] {
         let err = Client::builder(url.clone()).connect().await.unwrap_err();
         assert!(err.is_auth(), "{url}: {err:?}");
-        assert!(matches!(err, Error::AuthFailed { .. }), "{url}: {err:?}");
+        assert!(err.is_auth_failed(), "{url}: {err:?}");
         assert!(
             !err.chain().to_string().contains("pw-that-is-wrong"),
             "the password is not echoed: {}",
@@ -710,10 +814,7 @@ async fn missing_acl_permission() {
             .await
             .unwrap();
         let err = refused(&mut conn, a.lock("mine").lock(), Error::is_auth).await;
-        assert!(
-            matches!(err, Error::PermissionDenied { .. }),
-            "{user}: {err:?}"
-        );
+        assert!(err.is_permission_denied(), "{user}: {err:?}");
         refused(
             &mut conn,
             a.lock("mine").try_lock(Duration::ZERO),
@@ -795,7 +896,7 @@ async fn unusable_url() {
     ] {
         let err = Client::builder(url).connect().await.unwrap_err();
         assert!(
-            matches!(err, Error::Config { .. }) || err.is_invalid_argument(),
+            err.is_config() || err.is_invalid_argument(),
             "{url:?}: {err:?}"
         );
     }
@@ -1100,20 +1201,20 @@ async fn semaphore_bad_permit_counts() {
     refused(&mut conn, sem.acquire(0), Error::is_invalid_argument).await;
     refused(
         &mut conn,
-        sem.acquire(latchkey::MAX_PERMITS + 1),
+        sem.acquire(latchkey::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
     refused(
         &mut conn,
-        sem.try_set_permits(latchkey::MAX_PERMITS + 1),
+        sem.try_set_permits(latchkey::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
     // Taking away more permits than there are ("negative permits").
     refused(&mut conn, sem.add_permits(-3), Error::is_invalid_argument).await;
     refused(&mut conn, sem.release(0), Error::is_invalid_argument).await;
-    assert_eq!(sem.available().await.unwrap(), 2);
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -1123,26 +1224,17 @@ async fn semaphore_over_release() {
     let mut conn = server.conn().await;
     let sem = a.semaphore("sem");
     assert!(sem.try_set_permits(2).await.unwrap());
-    let err = refused(&mut conn, sem.release(1), |e| {
-        matches!(e, Error::OverRelease { .. })
-    })
-    .await;
+    let err = refused(&mut conn, sem.release(1), |e| e.is_over_release()).await;
     assert!(err.to_string().contains("exceed"), "{err}");
     let held = sem.acquire(1).await.unwrap();
-    refused(&mut conn, sem.release(2), |e| {
-        matches!(e, Error::OverRelease { .. })
-    })
-    .await;
+    refused(&mut conn, sem.release(2), |e| e.is_over_release()).await;
     held.release().await.unwrap();
-    assert_eq!(sem.available().await.unwrap(), 2);
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
     // Permit ids that were never issued.
     let psem = a.permit_semaphore("psem");
     assert!(psem.try_set_permits(1).await.unwrap());
     let never: latchkey::PermitId = "00000000000000000000000000000001".parse().unwrap();
-    refused(&mut conn, psem.release(&[never]), |e| {
-        matches!(e, Error::UnknownPermit { .. })
-    })
-    .await;
+    refused(&mut conn, psem.release(&[never]), |e| e.is_unknown_permit()).await;
 }
 
 #[tokio::test]
@@ -1153,14 +1245,14 @@ async fn rwlock_upgrade() {
     let rw = a.rw_lock("rw");
     let read = rw.read().lock().await.unwrap();
     let err = refused(&mut conn, rw.write().lock(), |e| {
-        matches!(e, Error::UpgradeNotSupported { .. })
+        e.is_upgrade_not_supported()
     })
     .await;
     assert!(err.to_string().contains("upgrade"), "{err}");
     refused(
         &mut conn,
         rw.write().try_lock(Duration::from_secs(1)),
-        |e| matches!(e, Error::UpgradeNotSupported { .. }),
+        |e| e.is_upgrade_not_supported(),
     )
     .await;
     read.unlock().await.unwrap();
@@ -1243,7 +1335,10 @@ async fn delayed_queue_bad_delays() {
     }
     refused(
         &mut conn,
-        queue.offer(&item, latchkey::MAX_DELAY + Duration::from_secs(1)),
+        queue.offer(
+            &item,
+            latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(1),
+        ),
         Error::is_invalid_argument,
     )
     .await;
@@ -1257,7 +1352,7 @@ async fn delayed_queue_bad_delays() {
         &mut conn,
         queue.offer_at(
             &item,
-            SystemTime::now() + latchkey::MAX_DELAY + Duration::from_secs(60),
+            SystemTime::now() + latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(60),
         ),
         Error::is_invalid_argument,
     )
@@ -1271,7 +1366,7 @@ async fn delayed_queue_oversized_payload() {
     let mut conn = server.conn().await;
     let queue = a.delayed_queue::<String>("dq");
     // JSON adds two quotes: this item encodes to MAX_ITEM_SIZE + 2 bytes.
-    let big = "x".repeat(latchkey::MAX_ITEM_SIZE);
+    let big = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE);
     let err = refused(
         &mut conn,
         queue.offer(&big, Duration::ZERO),
@@ -1282,6 +1377,6 @@ async fn delayed_queue_oversized_payload() {
         err.to_string().contains("bytes") || err.to_string().contains("size"),
         "{err}"
     );
-    let fits = "x".repeat(latchkey::MAX_ITEM_SIZE - 2);
+    let fits = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE - 2);
     queue.offer(&fits, Duration::from_secs(3600)).await.unwrap();
 }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Error, FairLock, LockOptions};
+use latchkey::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -131,7 +131,7 @@ async fn a_waiter_cancelled_mid_queue_leaves_at_once_and_is_skipped() {
     );
 
     // Kill the middle waiter (its future and its client are dropped): it leaves the queue at
-    // once, long before the default 30 s waiter timeout.
+    // once, long before the default 30 s thread wait time.
     middle_task.abort();
     assert!(middle_task.await.unwrap_err().is_cancelled());
     assert!(
@@ -146,7 +146,7 @@ async fn a_waiter_cancelled_mid_queue_leaves_at_once_and_is_skipped() {
 }
 
 #[tokio::test]
-async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_moves_on() {
+async fn a_vanished_waiter_goes_stale_after_the_thread_wait_time_and_the_queue_moves_on() {
     let server = RedisServer::spawn();
     let holder = client(&server).await;
     let ghost_client = client(&server).await;
@@ -157,7 +157,10 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
 
     // The ghost queues, then vanishes like a killed process: its future is leaked, so it never
     // attempts again and never leaves.
-    let ghost = ghost_client.fair_lock("ghost").waiter_timeout(timeout);
+    let ghost = ghost_client
+        .fair_lock("ghost")
+        .with_thread_wait_time(timeout)
+        .unwrap();
     let ghost_owner = ghost.owner_id().to_owned();
     let mut ghost_wait = Box::pin(async move { ghost.lock().await });
     let ghost_queue = [ghost_owner.as_str()];
@@ -167,7 +170,7 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
     }
     std::mem::forget(ghost_wait);
 
-    let behind = b.fair_lock("ghost").waiter_timeout(timeout);
+    let behind = b.fair_lock("ghost").with_thread_wait_time(timeout).unwrap();
     let behind_owner = behind.owner_id().to_owned();
     let waiter = tokio::spawn(async move { behind.lock().await.unwrap() });
     assert!(queue_becomes(&server, "ghost", &[&ghost_owner, &behind_owner]).await);
@@ -189,13 +192,16 @@ async fn a_vanished_waiter_goes_stale_after_the_waiter_timeout_and_the_queue_mov
     got.unlock().await.unwrap();
 }
 
-/// Without `thread_wait_time`, the first queued waiter's place is kept for the holder's remaining
-/// lease + DEFAULT_WAITER_TIMEOUT (30 s), Redisson's chain with latchkey's default: its deadline
+/// Without `with_thread_wait_time`, the first queued waiter's place is kept for the holder's remaining
+/// lease + FairLock::DEFAULT_THREAD_WAIT_TIME (30 s), Redisson's chain with latchkey's default: its deadline
 /// in Redis is at most that far past the server clock, and more than the 2 s a live waiter may
 /// park between attempts.
 #[tokio::test]
-async fn a_waiter_place_lasts_the_default_waiter_timeout() {
-    assert_eq!(latchkey::DEFAULT_WAITER_TIMEOUT, Duration::from_secs(30));
+async fn a_waiter_place_lasts_the_default_thread_wait_time() {
+    assert_eq!(
+        latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME,
+        Duration::from_secs(30)
+    );
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let b = client(&server).await;
@@ -289,17 +295,14 @@ async fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(
         queue_becomes(&server, "give-up", &[]).await,
-        "b left at once, long before the 30 s waiter timeout"
+        "b left at once, long before the 30 s thread wait time"
     );
     let err = b
         .fair_lock("give-up")
         .lock_with(LockOptions::new().wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::WaitTimedOut { .. }) && err.is_timeout(),
-        "{err}"
-    );
+    assert!(err.is_wait_timed_out() && err.is_timeout(), "{err}");
     assert!(queue_becomes(&server, "give-up", &[]).await);
     assert!(
         eventually(Duration::from_secs(5), || {
@@ -586,15 +589,13 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 
     let err = a.fair_lock("").lock().await.unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    for timeout in [Duration::from_millis(10), latchkey::MAX_LEASE * 2] {
+    for wait in [Duration::from_millis(10), latchkey::MAX_LEASE * 2] {
         let err = a
-            .fair_lock("bad-timeout")
-            .waiter_timeout(timeout)
-            .try_lock(Duration::ZERO)
-            .await
+            .fair_lock("bad-wait-time")
+            .with_thread_wait_time(wait)
             .unwrap_err();
         assert!(
-            err.is_invalid_argument() && err.to_string().contains("waiter timeout"),
+            err.is_invalid_argument() && err.to_string().contains("thread wait time"),
             "{err}"
         );
     }
@@ -904,7 +905,7 @@ async fn issue_12_redisson_waiters_behind_a_latchkey_waiter_are_served_in_order(
     let mut conn = server.conn().await;
     let holder = holder_client
         .fair_lock(name)
-        .thread_wait_time(w)
+        .with_thread_wait_time(w)
         .unwrap()
         .lock()
         .await
@@ -919,7 +920,10 @@ async fn issue_12_redisson_waiters_behind_a_latchkey_waiter_are_served_in_order(
     let r2_id = r2.id.clone();
     let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
     assert!(queue_becomes(&server, name, &[&r1_id, &r2_id]).await);
-    let l = waiter_client.fair_lock(name).thread_wait_time(w).unwrap();
+    let l = waiter_client
+        .fair_lock(name)
+        .with_thread_wait_time(w)
+        .unwrap();
     let l_id = l.owner_id().to_owned();
     let l_task = spawn_latchkey_waiter(l, "L", order.clone());
     assert!(queue_becomes(&server, name, &[&r1_id, &r2_id, &l_id]).await);
@@ -969,7 +973,7 @@ async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
     let order = Arc::new(Mutex::new(Vec::new()));
 
     // L1 holds the lock, once it is its turn, until told to release it.
-    let l1 = a.fair_lock(name).thread_wait_time(w).unwrap();
+    let l1 = a.fair_lock(name).with_thread_wait_time(w).unwrap();
     let l1_id = l1.owner_id().to_owned();
     let (granted_tx, granted_rx) = tokio::sync::oneshot::channel();
     let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
@@ -995,7 +999,7 @@ async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
     let r2_id = r2.id.clone();
     let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
     assert!(queue_becomes(&server, name, &[&l1_id, &r2_id]).await);
-    let l3 = b.fair_lock(name).thread_wait_time(w).unwrap();
+    let l3 = b.fair_lock(name).with_thread_wait_time(w).unwrap();
     let l3_id = l3.owner_id().to_owned();
     let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
     assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
@@ -1045,7 +1049,7 @@ async fn a_latchkey_waiter_that_gives_up_lowers_the_deadlines_behind_it() {
         .lock_with(LockOptions::new().lease(Duration::from_secs(60)))
         .await
         .unwrap();
-    let quitter = a.fair_lock(name).thread_wait_time(w).unwrap();
+    let quitter = a.fair_lock(name).with_thread_wait_time(w).unwrap();
     let quitter_id = quitter.owner_id().to_owned();
     let quitting = tokio::spawn(async move { quitter.try_lock(Duration::from_secs(2)).await });
     assert!(queue_becomes(&server, name, &[&quitter_id]).await);
@@ -1078,7 +1082,7 @@ async fn thread_wait_time_is_checked_when_set() {
     ] {
         let err = a
             .fair_lock("bad-wait-time")
-            .thread_wait_time(wait)
+            .with_thread_wait_time(wait)
             .unwrap_err();
         assert!(
             err.is_invalid_argument() && err.to_string().contains("thread wait time"),
@@ -1087,7 +1091,8 @@ async fn thread_wait_time_is_checked_when_set() {
     }
     let lock = a
         .fair_lock("bad-wait-time")
-        .thread_wait_time(Duration::from_secs(300))
+        .with_thread_wait_time(Duration::from_secs(300))
         .unwrap();
+    assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     lock.lock().await.unwrap().unlock().await.unwrap();
 }

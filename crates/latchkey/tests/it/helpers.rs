@@ -102,11 +102,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = latchkey::Result<T>>,
 {
-    retry_while(
-        |e| e.is_connection() || matches!(e, latchkey::Error::Redis(_)),
-        op,
-    )
-    .await
+    retry_while(|e| e.is_connection() || e.is_redis(), op).await
 }
 
 async fn retry_while<T, F, Fut>(transient: impl Fn(&latchkey::Error) -> bool, mut op: F) -> T

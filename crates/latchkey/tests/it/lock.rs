@@ -214,10 +214,7 @@ async fn try_lock_gives_up_when_the_wait_runs_out() {
         .lock_with(LockOptions::new().wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::WaitTimedOut { .. }) && err.is_timeout(),
-        "{err}"
-    );
+    assert!(err.is_wait_timed_out() && err.is_timeout(), "{err}");
     // Giving up leaves no subscription behind.
     assert!(
         eventually(Duration::from_secs(5), || {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use latchkey::{Error, LockOptions, MultiLock};
+use latchkey::{LockOptions, MultiLock};
 use latchkey_test_support::{RedisServer, RedisServers};
 use redis::AsyncCommands;
 
@@ -48,7 +48,7 @@ async fn never_returns_a_partial_hold() {
         .lock_with(LockOptions::new().wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::WaitTimedOut { .. }));
+    assert!(err.is_wait_timed_out());
     // Nothing of the set is held after a failure.
     assert!(!multi.locks()[0].is_locked().await.unwrap());
     assert!(!multi.locks()[2].is_locked().await.unwrap());

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use latchkey::{Error, LockOptions};
+use latchkey::LockOptions;
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -280,13 +280,13 @@ async fn upgrading_is_refused_at_once_and_changes_nothing() {
     let before = fields(&mut conn, "upgrade").await;
     // Even an unbounded wait returns the error instead of deadlocking.
     let err = rw.write().lock().await.unwrap_err();
-    assert!(matches!(err, Error::UpgradeNotSupported { .. }), "{err}");
+    assert!(err.is_upgrade_not_supported(), "{err}");
     let err = rw
         .write()
         .lock_with(LockOptions::new().wait(Duration::from_secs(30)))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::UpgradeNotSupported { .. }), "{err}");
+    assert!(err.is_upgrade_not_supported(), "{err}");
     assert_eq!(fields(&mut conn, "upgrade").await, before);
     let marks: bool = conn.exists(writers_key("upgrade")).await.unwrap();
     assert!(!marks, "no pending mark");

@@ -66,7 +66,14 @@ async fn twenty_tasks_on_three_permits_never_exceed_three_holders() {
     assert!(max <= 3, "{max} tasks held a permit at once");
     assert!(max >= 1);
     assert_eq!(occupancy.entries.load(Ordering::SeqCst), 20 * ROUNDS);
-    assert_eq!(clients[0].semaphore("pool").available().await.unwrap(), 3);
+    assert_eq!(
+        clients[0]
+            .semaphore("pool")
+            .available_permits()
+            .await
+            .unwrap(),
+        3
+    );
 }
 
 #[tokio::test]
@@ -74,14 +81,18 @@ async fn acquire_many_release_and_counts() {
     let server = RedisServer::spawn();
     let client = client(&server).await;
     let semaphore = client.semaphore("counts");
-    assert_eq!(semaphore.available().await.unwrap(), 0, "never set up");
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        0,
+        "never set up"
+    );
     assert!(semaphore.try_set_permits(5).await.unwrap());
     assert!(!semaphore.try_set_permits(9).await.unwrap(), "set once");
-    assert_eq!(semaphore.available().await.unwrap(), 5);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 5);
 
     let three = semaphore.acquire(3).await.unwrap();
     assert_eq!(three.count(), 3);
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
     assert!(semaphore
         .try_acquire(3, Duration::ZERO)
         .await
@@ -96,12 +107,12 @@ async fn acquire_many_release_and_counts() {
         "a bounded wait ends without the permits"
     );
     assert_eq!(
-        semaphore.available().await.unwrap(),
+        semaphore.available_permits().await.unwrap(),
         2,
         "a failed try takes nothing"
     );
     three.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 5);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 5);
 
     // Redisson layout: the count is a plain string at the name.
     let mut conn = server.conn().await;
@@ -131,7 +142,7 @@ async fn invalid_counts_are_rejected_before_io() {
         .is_invalid_argument());
     assert!(client
         .semaphore("")
-        .available()
+        .available_permits()
         .await
         .unwrap_err()
         .is_invalid_argument());
@@ -152,17 +163,17 @@ async fn over_release_is_a_typed_error_and_changes_nothing() {
         }
         other => panic!("expected OverRelease, got {other:?}"),
     }
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
 
     // Permits kept with `forget` may be released by anyone, once.
     let n = semaphore.acquire(2).await.unwrap().forget();
-    assert_eq!(semaphore.available().await.unwrap(), 0);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     semaphore.release(n).await.unwrap();
     assert!(matches!(
         semaphore.release(1).await.unwrap_err(),
         Error::OverRelease { .. }
     ));
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -172,21 +183,21 @@ async fn add_permits_moves_available_and_total_and_rejects_negative_totals() {
     let semaphore = client.semaphore("grow");
     semaphore.try_set_permits(1).await.unwrap();
     semaphore.add_permits(2).await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
 
     // Taking permits away while they are held leaves the available count below zero …
     let held = semaphore.acquire(3).await.unwrap();
     semaphore.add_permits(-2).await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), -2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), -2);
     // … and a total below zero is refused, with nothing changed.
     assert!(semaphore
         .add_permits(-2)
         .await
         .unwrap_err()
         .is_invalid_argument());
-    assert_eq!(semaphore.available().await.unwrap(), -2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), -2);
     held.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
     assert!(matches!(
         semaphore.release(1).await.unwrap_err(),
         Error::OverRelease { total: 1, .. }
@@ -278,7 +289,7 @@ async fn a_larger_request_does_not_block_a_smaller_one_behind_it() {
     one.release().await.unwrap();
     semaphore.release(2).await.unwrap();
     big.await.unwrap().release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,11 +326,11 @@ async fn cancelled_acquires_leave_no_permit_and_no_subscription() {
     assert!(
         eventually(Duration::from_secs(10), || {
             let check = check.clone();
-            async move { check.available().await.unwrap() == 2 }
+            async move { check.available_permits().await.unwrap() == 2 }
         })
         .await,
         "every permit came back; available = {}",
-        semaphore.available().await.unwrap()
+        semaphore.available_permits().await.unwrap()
     );
     assert!(
         eventually(Duration::from_secs(10), || async {
@@ -345,7 +356,11 @@ async fn wrong_types_are_typed_errors_and_change_nothing() {
         .unwrap_err()
         .is_wrong_type());
     assert!(semaphore.add_permits(1).await.unwrap_err().is_wrong_type());
-    assert!(semaphore.available().await.unwrap_err().is_wrong_type());
+    assert!(semaphore
+        .available_permits()
+        .await
+        .unwrap_err()
+        .is_wrong_type());
     let _: () = conn.set("words", "not a number").await.unwrap();
     assert!(client
         .semaphore("words")
@@ -479,13 +494,13 @@ mod redisson {
 async fn settles_at(semaphore: &latchkey::Semaphore, want: i64) {
     let ok = eventually(Duration::from_secs(10), || {
         let semaphore = semaphore.clone();
-        async move { semaphore.available().await.unwrap() == want }
+        async move { semaphore.available_permits().await.unwrap() == want }
     })
     .await;
     assert!(
         ok,
         "expected {want} available, found {}",
-        semaphore.available().await.unwrap()
+        semaphore.available_permits().await.unwrap()
     );
 }
 
@@ -497,17 +512,17 @@ async fn redisson_add_permits_then_latchkey_acquires_and_releases_all_of_them() 
     let semaphore = client.semaphore("issue12");
     assert!(semaphore.try_set_permits(2).await.unwrap());
     redisson::add_permits(&mut conn, "issue12", 1).await;
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
 
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(semaphore.acquire(1).await.unwrap());
     }
-    assert_eq!(semaphore.available().await.unwrap(), 0);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     for permits in held {
         permits.release().await.unwrap();
     }
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
 
     // Once more with dropped guards: the background releases land too.
     redisson::add_permits(&mut conn, "issue12", 1).await;
@@ -529,9 +544,9 @@ async fn redisson_release_does_not_make_latchkey_lose_a_permit() {
     let dropped = semaphore.acquire(1).await.unwrap();
     // A Java client gives back a permit it never took (RSemaphore allows it).
     redisson::release(&mut conn, "rel", 1).await;
-    assert_eq!(semaphore.available().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
     kept.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
     drop(dropped);
     settles_at(&semaphore, 3).await;
     // The three are real permits now: latchkey can hold all of them at once.
@@ -556,7 +571,7 @@ async fn redisson_try_set_permits_after_a_delete_does_not_make_latchkey_lose_a_p
     let _: () = conn.del("reset").await.unwrap();
     assert!(redisson::try_set_permits(&mut conn, "reset", 3).await);
     kept.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 4);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
     drop(dropped);
     settles_at(&semaphore, 5).await;
 }
@@ -573,7 +588,7 @@ async fn redisson_set_permits_does_not_make_latchkey_lose_a_permit() {
     // With both permits out, a Java client sets the count to 4.
     redisson::set_permits(&mut conn, "set", 4).await;
     kept.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 5);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 5);
     drop(dropped);
     settles_at(&semaphore, 6).await;
 }
@@ -588,13 +603,13 @@ async fn redisson_drain_permits_does_not_make_latchkey_lose_a_permit() {
     let kept = semaphore.acquire(1).await.unwrap();
     let dropped = semaphore.acquire(1).await.unwrap();
     assert_eq!(redisson::drain_permits(&mut conn, "drain").await, 2);
-    assert_eq!(semaphore.available().await.unwrap(), 0);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     kept.release().await.unwrap();
     drop(dropped);
     settles_at(&semaphore, 2).await;
     // The Java client gives back the two it drained: all four are there again.
     redisson::release(&mut conn, "drain", 2).await;
-    assert_eq!(semaphore.available().await.unwrap(), 4);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
     // A second drain while latchkey holds everything takes nothing; the guard still lands.
     let all = semaphore.acquire(4).await.unwrap();
     assert_eq!(redisson::drain_permits(&mut conn, "drain").await, 0);
@@ -613,7 +628,7 @@ async fn a_release_without_a_guard_is_checked_against_the_total_latchkey_has_see
     redisson::add_permits(&mut conn, "seen", 1).await;
     let n = semaphore.acquire(3).await.unwrap().forget();
     semaphore.release(n).await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
     // … and a fourth is still an over-release.
     assert!(matches!(
         semaphore.release(1).await.unwrap_err(),
@@ -628,9 +643,9 @@ async fn a_release_without_a_guard_is_checked_against_the_total_latchkey_has_see
     let err = semaphore.release(n).await.unwrap_err();
     assert!(matches!(err, Error::OverRelease { total: 3, .. }), "{err}");
     assert!(err.to_string().contains("add_permits"), "{err}");
-    assert_eq!(semaphore.available().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
     semaphore.add_permits(3).await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 4);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
 }
 
 /// Collects the `warn` events of the thread it is set on, as text.
@@ -731,7 +746,7 @@ async fn permit_semaphore_twenty_tasks_on_three_permits() {
     assert!(max <= 3, "{max} tasks held a permit at once");
     assert_eq!(occupancy.entries.load(Ordering::SeqCst), 20 * ROUNDS);
     let semaphore = clients[0].permit_semaphore("workers");
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
     assert_eq!(semaphore.leased().await.unwrap(), 0);
     assert_eq!(
         clients[0].tracked_lock_count() + clients[1].tracked_lock_count(),
@@ -764,7 +779,7 @@ async fn permit_ids_are_stored_in_redissons_layout() {
     let id = permits.ids()[0];
     assert_eq!(id.to_string().parse::<PermitId>().unwrap(), id);
     permits.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 4);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 4);
 }
 
 #[tokio::test]
@@ -777,7 +792,7 @@ async fn expired_permits_come_back_and_their_ids_are_unknown() {
     let kept = semaphore.acquire_with(1, options).await.unwrap();
     let lost = kept.lost();
     let forgotten = semaphore.acquire_with(1, options).await.unwrap().forget();
-    assert_eq!(semaphore.available().await.unwrap(), 0);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     assert!(semaphore
         .try_acquire(1, Duration::ZERO)
         .await
@@ -806,12 +821,12 @@ async fn expired_permits_come_back_and_their_ids_are_unknown() {
         Error::UnknownPermit { .. }
     ));
     assert_eq!(
-        semaphore.available().await.unwrap(),
+        semaphore.available_permits().await.unwrap(),
         0,
         "an expired release frees nothing"
     );
     again.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
     assert_eq!(client.tracked_lock_count(), 0);
 }
 
@@ -826,7 +841,11 @@ async fn unknown_permit_ids_are_a_typed_error() {
         semaphore.release(&[made_up]).await.unwrap_err(),
         Error::UnknownPermit { .. }
     ));
-    assert_eq!(semaphore.available().await.unwrap(), 2, "nothing changed");
+    assert_eq!(
+        semaphore.available_permits().await.unwrap(),
+        2,
+        "nothing changed"
+    );
 
     // Released twice: the second time it is unknown, and the count is not inflated.
     let ids = semaphore.acquire(1).await.unwrap().forget();
@@ -835,7 +854,7 @@ async fn unknown_permit_ids_are_a_typed_error() {
         semaphore.release(&ids).await.unwrap_err(),
         Error::UnknownPermit { .. }
     ));
-    assert_eq!(semaphore.available().await.unwrap(), 2);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
     assert!(semaphore
         .release(&[])
         .await
@@ -865,7 +884,7 @@ async fn the_watchdog_keeps_leases_alive_while_the_guard_lives() {
         .is_none());
     permits.release().await.unwrap();
     assert_eq!(client.tracked_lock_count(), 0);
-    assert_eq!(semaphore.available().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -899,7 +918,7 @@ async fn permits_of_a_client_cut_off_from_redis_come_back_by_themselves() {
         .await
         .expect("the cut-off client learns that its permits are lost");
     permits.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 3);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 3);
     drop(held);
 }
 
@@ -922,7 +941,9 @@ async fn cancelled_permit_acquires_leave_nothing_behind() {
     assert!(
         eventually(Duration::from_secs(10), || {
             let check = check.clone();
-            async move { check.available().await.unwrap() == 2 && check.leased().await.unwrap() == 0 }
+            async move {
+                check.available_permits().await.unwrap() == 2 && check.leased().await.unwrap() == 0
+            }
         })
         .await,
         "every permit came back"
@@ -952,7 +973,7 @@ async fn permit_semaphore_wait_options_and_add_permits() {
         .acquire_with(1, PermitOptions::new().wait(Duration::from_millis(100)))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::WaitTimedOut { .. }));
+    assert!(err.is_wait_timed_out());
     assert!(semaphore
         .acquire_with(1, PermitOptions::new().lease(Duration::ZERO))
         .await
@@ -974,10 +995,10 @@ async fn permit_semaphore_wait_options_and_add_permits() {
         .unwrap_err()
         .is_invalid_argument());
     semaphore.add_permits(-1).await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), -1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), -1);
     held.release().await.unwrap();
     second.release().await.unwrap();
-    assert_eq!(semaphore.available().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
 }
 
 #[test]
