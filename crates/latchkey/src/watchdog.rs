@@ -588,3 +588,7 @@ async fn run_task(conn: Conn, task: Task) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "watchdog_tests.rs"]
+mod registry_tests;
