@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{renew_loop, HoldKey, Lease, LockRenewal, Registry, Release, Ticket};
+use super::{renew_loop, HoldKey, Lease, LockRenewal, Registry, Release, Ticket, RENEW_BATCH};
 use crate::conn::{Conn, Target};
 
 /// The watchdog timeout of every test.
@@ -571,4 +571,153 @@ async fn the_loop_loses_a_watchdog_hold_whose_renewals_go_unanswered() {
         .expect("the loop stops on shutdown, even with a renewal in flight")
         .expect("the loop did not panic");
     drop(listener);
+}
+
+/// The key count of every `EVALSHA` in the server's slow log (which logs every command here).
+async fn evalsha_key_counts(admin: &mut redis::aio::MultiplexedConnection) -> Vec<usize> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(admin)
+        .await
+        .expect("slowlog");
+    entries
+        .into_iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let args: Vec<String> = redis::from_redis_value_ref(fields.get(3)?).ok()?;
+            if !args.first()?.eq_ignore_ascii_case("evalsha") {
+                return None;
+            }
+            args.get(2)?.parse().ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_loop_renews_in_batches_and_loses_the_holds_redis_no_longer_has() {
+    // A real server: the batches are counted in its slow log, the renewals seen in the TTLs.
+    let server = latchkey_test_support::RedisServer::spawn();
+    let mut admin = server.conn().await;
+    let held = 250;
+    for i in 0..held {
+        redis::pipe()
+            .hset(format!("k{i}"), "client-1:1", 1)
+            .pexpire(format!("k{i}"), 1_000_000)
+            .exec_async(&mut admin)
+            .await
+            .expect("setup");
+    }
+    redis::pipe()
+        .hset("checked", "client-1:1", 1)
+        .pexpire("checked", 1_000_000)
+        .exec_async(&mut admin)
+        .await
+        .expect("setup");
+    let manager = redis::aio::ConnectionManager::new(server.client())
+        .await
+        .expect("connect");
+    // Loaded beforehand, so that no NOSCRIPT retry shows in the log.
+    crate::scripts::LOCK_RENEW
+        .prepare_invoke()
+        .load_async(&mut admin)
+        .await
+        .expect("script load");
+    for (name, value) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "100000"),
+    ] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .exec_async(&mut admin)
+            .await
+            .expect("config");
+    }
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .exec_async(&mut admin)
+        .await
+        .expect("reset");
+
+    let watchdog = Duration::from_secs(3);
+    let registry = Arc::new(Registry::new());
+    let grant = |name: &str, lease: Lease| {
+        let key = hold(name);
+        registry.acquired(
+            key.clone(),
+            name,
+            1,
+            lease,
+            watchdog,
+            Instant::now(),
+            Arc::new(LockRenewal {
+                key: key.key.clone(),
+                field: key.field.clone(),
+            }),
+        )
+    };
+    let tickets: Vec<Ticket> = (0..held)
+        .map(|i| grant(&format!("k{i}"), Lease::Watchdog))
+        .collect();
+    let checked = grant("checked", Lease::Fixed(Duration::from_secs(1_000)));
+    let gone = grant("gone", Lease::Watchdog);
+
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(renew_loop(
+        Conn::single(manager, Duration::from_secs(5)),
+        registry.clone(),
+        watchdog,
+        Duration::from_millis(200),
+        Duration::from_secs(5),
+        shutdown.clone(),
+    ));
+    tokio::time::timeout(Duration::from_secs(30), gone.lost.cancelled())
+        .await
+        .expect("a hold with no key in redis is lost at the first renewal");
+    shutdown.cancel();
+    task.await.expect("the loop did not panic");
+
+    assert_eq!(registry.len(), held + 1);
+    assert!(tickets.iter().all(|t| !t.lost.is_cancelled()));
+    assert!(!checked.lost.is_cancelled());
+    for i in 0..held {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(format!("k{i}"))
+            .query_async(&mut admin)
+            .await
+            .expect("pttl");
+        assert!(
+            (1..=3_000).contains(&ttl),
+            "k{i} renewed to the watchdog timeout, ttl {ttl}"
+        );
+    }
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("checked")
+        .query_async(&mut admin)
+        .await
+        .expect("pttl");
+    assert!(
+        ttl > 3_000,
+        "a fixed lease is checked, never extended, ttl {ttl}"
+    );
+
+    // 252 holds in batches of at most RENEW_BATCH: 100 + 100 + 52 on the first tick, and
+    // 100 + 100 + 51 on any later one (the gone hold is no longer renewed).
+    let counts = evalsha_key_counts(&mut admin).await;
+    let full = counts.iter().filter(|&&n| n == RENEW_BATCH).count();
+    let first_rest = counts
+        .iter()
+        .filter(|&&n| n == held + 2 - 2 * RENEW_BATCH)
+        .count();
+    let later_rest = counts
+        .iter()
+        .filter(|&&n| n == held + 1 - 2 * RENEW_BATCH)
+        .count();
+    assert_eq!(first_rest, 1, "one first tick: {counts:?}");
+    assert_eq!(full, 2 * (first_rest + later_rest), "{counts:?}");
+    assert_eq!(full + first_rest + later_rest, counts.len(), "{counts:?}");
 }
