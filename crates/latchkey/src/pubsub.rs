@@ -869,3 +869,7 @@ async fn sleep_until_opt(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+#[path = "pubsub_tests.rs"]
+mod delivery_tests;

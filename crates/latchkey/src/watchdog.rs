@@ -525,3 +525,7 @@ mod lease_tests {
         assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
     }
 }
+
+#[cfg(test)]
+#[path = "watchdog_tests.rs"]
+mod registry_tests;
