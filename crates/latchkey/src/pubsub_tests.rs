@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Command, Hub, HubState, HubTask, Subscription, WakePolicy};
 use crate::conn::Target;
-use crate::watchdog::Task;
+use crate::task::Task;
 
 /// This client's wake id in every test.
 const WAKE_ID: u64 = 4242;
