@@ -379,17 +379,21 @@ impl Registry {
 
     /// Loses every hold whose lease has run out by `now`; returns the earliest deadline left.
     fn expire(&self, now: Instant) -> Option<Instant> {
-        let expired: Vec<(HoldKey, u64)> = self
-            .state()
-            .held
-            .iter()
-            .filter(|(_, h)| h.valid_until <= now)
-            .map(|(k, h)| (k.clone(), h.gen))
-            .collect();
-        for (key, gen) in expired {
-            self.lose(&key, gen, "its lease ran out before it could be renewed");
-        }
-        self.state().held.values().map(|h| h.valid_until).min()
+        // One critical section: a grant that extends a hold between finding it expired and
+        // losing it would otherwise be lost with it.
+        let mut state = self.state();
+        state.held.retain(|_, held| {
+            if held.valid_until > now {
+                return true;
+            }
+            tracing::warn!(
+                lock = %held.name,
+                "latchkey lock lost: its lease ran out before it could be renewed"
+            );
+            held.lost.cancel();
+            false
+        });
+        state.held.values().map(|h| h.valid_until).min()
     }
 }
 
