@@ -1,6 +1,7 @@
 //! The fair lock, compatible with Redisson's `RFairLock`: waiters get the lock in the order they
 //! asked for it, across every client. See [`FairLock`] for the design.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -359,7 +360,15 @@ impl FairLock {
 
     /// The acquire loop. Callers box its future: it nests deeply enough to overflow the default
     /// recursion limit of a user's crate when awaited inline.
-    async fn acquire(
+    fn acquire(
+        &self,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<FairLockGuard>>> + Send + '_>> {
+        Box::pin(self.acquire_inner(lease, deadline))
+    }
+
+    async fn acquire_inner(
         &self,
         lease: Lease,
         deadline: Option<Instant>,

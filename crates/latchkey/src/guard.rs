@@ -302,9 +302,8 @@ impl<H: Holds> GuardCore<H> {
             return None;
         };
         if last {
-            if let Some(resend) = self.held.resend_task(self.fencing_token) {
-                client.follow.resends.record(|| resend);
-            }
+            let (held, token) = (&self.held, self.fencing_token);
+            client.follow.resends.record(|| held.resend_task(token));
         }
         Some(self.held.release_task(lease_ms).releasing(mark))
     }
@@ -470,9 +469,7 @@ macro_rules! lock_methods {
         impl $handle {
             $(#[$lock_doc])*
             pub async fn lock(&self) -> crate::Result<$guard> {
-                // Boxed: the acquire loops nest deeply enough to overflow the default recursion
-                // limit of a user's crate when awaited inline.
-                match Box::pin(self.acquire(crate::watchdog::Lease::Watchdog, None)).await? {
+                match self.acquire(crate::watchdog::Lease::Watchdog, None).await? {
                     Some(guard) => Ok(guard),
                     None => unreachable!("an unbounded wait only ends with the lock"),
                 }
@@ -507,7 +504,8 @@ macro_rules! lock_methods {
                 wait: std::time::Duration,
             ) -> crate::Result<Option<$guard>> {
                 let deadline = crate::wait::deadline_after(wait, "`lock()`")?;
-                Box::pin(self.acquire(crate::watchdog::Lease::Watchdog, Some(deadline))).await
+                self.acquire(crate::watchdog::Lease::Watchdog, Some(deadline))
+                    .await
             }
 
             /// Acquires the lock with [`LockOptions`](crate::LockOptions): a fixed lease (no
@@ -582,7 +580,7 @@ macro_rules! lock_methods {
                     .wait_value()
                     .map(|wait| crate::wait::deadline_after(wait, "`lock()`"))
                     .transpose()?;
-                Box::pin(self.acquire(lease, deadline)).await
+                self.acquire(lease, deadline).await
             }
         }
     };

@@ -45,11 +45,15 @@ impl Resends {
         }
     }
 
-    /// Keeps `make()`'s release (the guarded re-send of a lock's last release) for a while.
-    pub(crate) fn record(&self, make: impl FnOnce() -> Task) {
+    /// Keeps `make()`'s release (the guarded re-send of a lock's last release) for a while;
+    /// `make` is called only on a Sentinel deployment, and may have nothing to re-send.
+    pub(crate) fn record(&self, make: impl FnOnce() -> Option<Task>) {
         if !self.enabled {
             return;
         }
+        let Some(task) = make() else {
+            return;
+        };
         let now = Instant::now();
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         while recent
@@ -59,7 +63,7 @@ impl Resends {
         {
             recent.pop_front();
         }
-        recent.push_back((now, make()));
+        recent.push_back((now, task));
     }
 
     /// The releases made in the past [`RESEND_WINDOW`], taken out.

@@ -38,6 +38,21 @@ fn grant(registry: &Registry, key: &HoldKey, holds: u64, lease: Lease) -> Ticket
 }
 
 /// `(lease_ms, last)` of a release that must go to Redis; panics on `Stale`.
+/// Releases `ticket`'s hold of `key` and returns the release's `(lease_ms, last)`.
+fn release_one(
+    registry: &Arc<Registry>,
+    key: &HoldKey,
+    ticket: &Ticket,
+    lease: Lease,
+) -> (u64, bool) {
+    expect_redis(registry.released(key, ticket, lease, WATCHDOG))
+}
+
+/// A new registry and the hold `a` in it.
+fn fresh() -> (Arc<Registry>, HoldKey) {
+    (Arc::new(Registry::new()), hold("a"))
+}
+
 fn expect_redis(release: Release) -> (u64, bool) {
     match release {
         Release::Redis { lease_ms, last, .. } => (lease_ms, last),
@@ -51,8 +66,7 @@ fn is_stale(release: &Release) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn reentrant_holds_share_one_entry_and_only_the_last_release_frees() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let first = grant(&registry, &key, 1, Lease::Watchdog);
     let second = grant(&registry, &key, 2, Lease::Watchdog);
     let third = grant(&registry, &key, 3, Lease::Watchdog);
@@ -60,13 +74,13 @@ async fn reentrant_holds_share_one_entry_and_only_the_last_release_frees() {
     assert_eq!(first.gen, second.gen);
     assert_eq!(first.gen, third.gen);
 
-    let (lease_ms, last) = expect_redis(registry.released(&key, &third, Lease::Watchdog, WATCHDOG));
+    let (lease_ms, last) = release_one(&registry, &key, &third, Lease::Watchdog);
     assert!(!last, "two guards left");
     assert_eq!(lease_ms, WATCHDOG.as_millis() as u64);
-    let (_, last) = expect_redis(registry.released(&key, &second, Lease::Watchdog, WATCHDOG));
+    let (_, last) = release_one(&registry, &key, &second, Lease::Watchdog);
     assert!(!last, "one guard left");
     assert_eq!(registry.len(), 1);
-    let (_, last) = expect_redis(registry.released(&key, &first, Lease::Watchdog, WATCHDOG));
+    let (_, last) = release_one(&registry, &key, &first, Lease::Watchdog);
     assert!(last, "the last guard's release frees the lock");
     assert_eq!(registry.len(), 0);
     assert!(
@@ -117,8 +131,7 @@ async fn holds_of_different_kinds_or_owners_are_separate_entries() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fresh_grant_replaces_an_unnoticed_expired_hold_and_stales_its_guards() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let old = grant(&registry, &key, 1, Lease::Watchdog);
     let old_reentry = grant(&registry, &key, 2, Lease::Watchdog);
     // Redis answers 1 to the next acquire: the old hold is gone there (it expired unnoticed).
@@ -146,7 +159,7 @@ async fn a_fresh_grant_replaces_an_unnoticed_expired_hold_and_stales_its_guards(
         WATCHDOG
     )));
     assert_eq!(registry.len(), 1, "the new hold is untouched");
-    let (_, last) = expect_redis(registry.released(&key, &new, Lease::Watchdog, WATCHDOG));
+    let (_, last) = release_one(&registry, &key, &new, Lease::Watchdog);
     assert!(last, "the new hold has a single guard");
 }
 
@@ -154,8 +167,7 @@ async fn a_fresh_grant_replaces_an_unnoticed_expired_hold_and_stales_its_guards(
 async fn a_reentry_without_a_local_entry_starts_a_new_entry() {
     // The last local guard was released (its script still in flight) when Redis counted one
     // more hold: the new guard is the only local one, and its release is the last.
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let first = grant(&registry, &key, 1, Lease::Watchdog);
     let release = registry.released(&key, &first, Lease::Watchdog, WATCHDOG);
     let (_, last) = expect_redis(release);
@@ -169,14 +181,13 @@ async fn a_reentry_without_a_local_entry_starts_a_new_entry() {
         Lease::Watchdog,
         WATCHDOG
     )));
-    let (_, last) = expect_redis(registry.released(&key, &again, Lease::Watchdog, WATCHDOG));
+    let (_, last) = release_one(&registry, &key, &again, Lease::Watchdog);
     assert!(last);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_is_alone_only_without_holds_attempts_or_releases() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let other = hold("b");
 
     let first = registry.begin_attempt(&key);
@@ -223,8 +234,7 @@ async fn an_attempt_is_alone_only_without_holds_attempts_or_releases() {
 
 #[tokio::test(start_paused = true)]
 async fn two_releases_under_way_keep_the_attempt_from_being_alone_until_both_end() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let a = grant(&registry, &key, 1, Lease::Watchdog);
     let b = grant(&registry, &key, 2, Lease::Watchdog);
     let Release::Redis { mark: mark_b, .. } =
@@ -248,60 +258,64 @@ async fn two_releases_under_way_keep_the_attempt_from_being_alone_until_both_end
 
 #[tokio::test(start_paused = true)]
 async fn a_release_leaves_the_watchdog_lease_or_what_is_left_of_a_fixed_one() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let fixed = Lease::Fixed(Duration::from_secs(10));
 
     // Two fixed guards: the remaining one keeps what is left of the lease.
     let f1 = grant(&registry, &key, 1, fixed);
     let f2 = grant(&registry, &key, 2, fixed);
     tokio::time::advance(Duration::from_secs(4)).await;
-    let (lease_ms, last) = expect_redis(registry.released(&key, &f2, fixed, WATCHDOG));
+    let (lease_ms, last) = release_one(&registry, &key, &f2, fixed);
     assert!(!last);
     assert_eq!(lease_ms, 6_000, "10 s lease, 4 s used");
 
     // A watchdog guard joins: the hold is renewed by the watchdog from then on.
     let w = grant(&registry, &key, 2, Lease::Watchdog);
     tokio::time::advance(Duration::from_secs(1)).await;
-    let (lease_ms, last) = expect_redis(registry.released(&key, &f1, fixed, WATCHDOG));
+    let (lease_ms, last) = release_one(&registry, &key, &f1, fixed);
     assert!(!last);
     assert_eq!(
         lease_ms,
         WATCHDOG.as_millis() as u64,
         "a watchdog guard is left"
     );
-    let (_, last) = expect_redis(registry.released(&key, &w, Lease::Watchdog, WATCHDOG));
+    let (_, last) = release_one(&registry, &key, &w, Lease::Watchdog);
     assert!(last);
+}
+
+/// Grants the hold `a` with `first`, then re-enters it with `second`; after `after`, releases
+/// guard number `released` (0 or 1) and returns the lease that release leaves on the other
+/// guard's hold, whose release is then the last.
+async fn lease_left(first: Lease, second: Lease, after: Duration, released: usize) -> u64 {
+    let (registry, key) = fresh();
+    let guards = [
+        (grant(&registry, &key, 1, first), first),
+        (grant(&registry, &key, 2, second), second),
+    ];
+    tokio::time::advance(after).await;
+    let (ticket, lease) = &guards[released];
+    let (lease_ms, last) = release_one(&registry, &key, ticket, *lease);
+    assert!(!last, "one guard is left");
+    let (ticket, lease) = &guards[1 - released];
+    assert!(
+        release_one(&registry, &key, ticket, *lease).1,
+        "the other is the last"
+    );
+    lease_ms
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_watchdog_guard_released_before_a_fixed_one_leaves_the_fixed_remainder() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
     let fixed = Lease::Fixed(Duration::from_secs(10));
-    let w = grant(&registry, &key, 1, Lease::Watchdog);
-    let f = grant(&registry, &key, 2, fixed);
-    tokio::time::advance(Duration::from_millis(2_500)).await;
-    let (lease_ms, last) = expect_redis(registry.released(&key, &w, Lease::Watchdog, WATCHDOG));
-    assert!(!last);
-    assert_eq!(lease_ms, 7_500);
-    let (_, last) = expect_redis(registry.released(&key, &f, fixed, WATCHDOG));
-    assert!(last);
+    let left = lease_left(Lease::Watchdog, fixed, Duration::from_millis(2_500), 0).await;
+    assert_eq!(left, 7_500);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_release_after_the_fixed_lease_ran_out_leaves_at_least_a_millisecond() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
     let fixed = Lease::Fixed(Duration::from_secs(1));
-    let f1 = grant(&registry, &key, 1, fixed);
-    let f2 = grant(&registry, &key, 2, fixed);
-    tokio::time::advance(Duration::from_secs(5)).await;
-    let (lease_ms, last) = expect_redis(registry.released(&key, &f2, fixed, WATCHDOG));
-    assert!(!last);
-    assert_eq!(lease_ms, 1, "0 would make PEXPIRE delete the key");
-    let (_, last) = expect_redis(registry.released(&key, &f1, fixed, WATCHDOG));
-    assert!(last);
+    let left = lease_left(fixed, fixed, Duration::from_secs(5), 1).await;
+    assert_eq!(left, 1, "0 would make PEXPIRE delete the key");
 }
 
 #[tokio::test(start_paused = true)]
@@ -428,8 +442,7 @@ async fn the_snapshot_renews_holds_with_a_watchdog_guard_and_checks_the_others()
 
 #[tokio::test(start_paused = true)]
 async fn an_answer_about_an_older_generation_does_not_touch_the_new_hold() {
-    let registry = Arc::new(Registry::new());
-    let key = hold("a");
+    let (registry, key) = fresh();
     let old = grant(&registry, &key, 1, Lease::Watchdog);
     let stale_item = registry.snapshot(WATCHDOG).remove(0);
     // While the renewal was in flight the hold was lost and granted afresh.
@@ -496,22 +509,53 @@ fn lazy_conn(addr: &str) -> Conn {
     Conn::sentinel(Target::Fixed(Box::new(client)), timeout, timeout, timeout)
 }
 
+/// The watchdog loop over a registry, renewing through a server that accepts connections and
+/// never answers (a stalled process).
+struct StalledLoop {
+    registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    _listener: std::net::TcpListener,
+}
+
+impl StalledLoop {
+    fn start() -> StalledLoop {
+        let registry = Arc::new(Registry::new());
+        let shutdown = CancellationToken::new();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let task = tokio::spawn(renew_loop(
+            lazy_conn(&addr),
+            registry.clone(),
+            WATCHDOG,
+            WATCHDOG / 3,
+            Duration::from_secs(1),
+            shutdown.clone(),
+        ));
+        StalledLoop {
+            registry,
+            shutdown,
+            task,
+            _listener: listener,
+        }
+    }
+
+    /// Shuts the loop down; it stops even with a renewal in flight.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("the loop stops on shutdown")
+            .expect("the loop did not panic");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_loop_loses_a_fixed_lease_hold_when_its_lease_runs_out() {
     // Nothing is sent: the hold is lost before the first renewal tick (at 10 s).
-    let registry = Arc::new(Registry::new());
-    let shutdown = CancellationToken::new();
     let start = Instant::now();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let task = tokio::spawn(renew_loop(
-        lazy_conn(&addr),
-        registry.clone(),
-        WATCHDOG,
-        WATCHDOG / 3,
-        Duration::from_secs(1),
-        shutdown.clone(),
-    ));
+    let rig = StalledLoop::start();
+    let registry = rig.registry.clone();
     // Let the loop start sleeping toward its first tick, then give it an earlier deadline.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let ticket = grant(
@@ -528,30 +572,15 @@ async fn the_loop_loses_a_fixed_lease_hold_when_its_lease_runs_out() {
     assert_eq!(Instant::now(), start + Duration::from_millis(4_100));
     assert_eq!(registry.len(), 0);
 
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(1), task)
-        .await
-        .expect("the loop stops on shutdown")
-        .expect("the loop did not panic");
-    drop(listener);
+    rig.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_loop_loses_a_watchdog_hold_whose_renewals_go_unanswered() {
     // The server accepts connections and never answers (a stalled process): every renewal
     // times out, and the hold is lost when the lease of its grant runs out, not before.
-    let registry = Arc::new(Registry::new());
-    let shutdown = CancellationToken::new();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let task = tokio::spawn(renew_loop(
-        lazy_conn(&addr),
-        registry.clone(),
-        WATCHDOG,
-        WATCHDOG / 3,
-        Duration::from_secs(1),
-        shutdown.clone(),
-    ));
+    let rig = StalledLoop::start();
+    let registry = rig.registry.clone();
     let granted_at = Instant::now();
     let ticket = grant(&registry, &hold("a"), 1, Lease::Watchdog);
     tokio::time::sleep_until(granted_at + WATCHDOG - Duration::from_millis(1)).await;
@@ -565,12 +594,7 @@ async fn the_loop_loses_a_watchdog_hold_whose_renewals_go_unanswered() {
         .expect("lost once the lease ran out");
     assert!(Instant::now() >= granted_at + WATCHDOG);
     assert_eq!(registry.len(), 0);
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("the loop stops on shutdown, even with a renewal in flight")
-        .expect("the loop did not panic");
-    drop(listener);
+    rig.stop().await;
 }
 
 /// The key count of every `EVALSHA` in the server's slow log (which logs every command here).

@@ -589,7 +589,7 @@ impl ReadLock {
     }
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<ReadGuard>> {
-        match self.rw.acquire(Side::Read, lease, deadline).await? {
+        match Box::pin(self.rw.acquire(Side::Read, lease, deadline)).await? {
             Some(Granted::Read(guard)) => Ok(Some(guard.delivered())),
             Some(Granted::Write(_)) => unreachable!("a read acquire grants a read hold"),
             None => Ok(None),
@@ -682,7 +682,7 @@ impl WriteLock {
     }
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<WriteGuard>> {
-        match self.rw.acquire(Side::Write, lease, deadline).await? {
+        match Box::pin(self.rw.acquire(Side::Write, lease, deadline)).await? {
             Some(Granted::Write(guard)) => Ok(Some(guard)),
             Some(Granted::Read(_)) => unreachable!("a write acquire grants a write hold"),
             None => Ok(None),
