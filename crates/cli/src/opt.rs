@@ -53,8 +53,8 @@ pub enum Command {
     /// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many
     /// (64 tasks on one client, each on its own names), contended (8 clients on one lock, a GET +
     /// SET increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo
-    /// over 3 independent servers), delayed (5000 items,
-    /// delays 0.5-3 s), ceiling (sequential and pipelined EVALSHA on the same server). The
+    /// over 3 independent servers), delayed (5000 items, delays 0.5-3 s), held (pairs while
+    /// one client holds 100, 10k and 50k locks; latchkey only), ceiling (sequential and pipelined EVALSHA on the same server). The
     /// ceiling is always measured. The clients run on one thread unless --multi-thread. Without
     /// --redis or REDIS_URL, starts private redis-servers for the run.
     Bench(BenchOpt),
@@ -228,6 +228,8 @@ pub enum Workload {
     Redlock3,
     /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.
     Delayed,
+    /// Pairs while one client holds 100, 10k and 50k locks; renewal calls per tick, memory.
+    Held,
 }
 
 /// Options of `latchkey bench`.

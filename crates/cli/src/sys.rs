@@ -124,3 +124,14 @@ pub fn process_cpu() -> std::time::Duration {
     };
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
+
+/// This process's resident memory, in bytes (`/proc/self/statm`); 0 if it cannot be read.
+pub fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a system setting.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}

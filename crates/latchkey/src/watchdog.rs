@@ -12,7 +12,7 @@
 //! ever started for a lock after its unlock; a renewal already in flight cannot resurrect it,
 //! because the renew script only extends a hash that still has the owner's field.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -135,10 +135,43 @@ pub(crate) struct Registry {
 struct State {
     next_gen: u64,
     held: HashMap<HoldKey, Held>,
+    /// Every hold's `valid_until` (with its generation, unique), in order: the watchdog finds
+    /// the expired holds and the earliest deadline without scanning every hold.
+    deadlines: BTreeMap<(Instant, u64), HoldKey>,
     /// Acquire attempts under way, per hold.
     in_flight: HashMap<HoldKey, u32>,
     /// Release scripts sent (or about to be) and not answered yet, per hold.
     releasing: HashMap<HoldKey, u32>,
+}
+
+impl State {
+    /// The earliest deadline of any hold.
+    fn earliest(&self) -> Option<Instant> {
+        self.deadlines.first_key_value().map(|((at, _), _)| *at)
+    }
+
+    /// Moves the deadline of the hold at `key` (which must be held) to `valid_until`.
+    fn set_deadline(&mut self, key: &HoldKey, valid_until: Instant) {
+        let Some(held) = self.held.get_mut(key) else {
+            return;
+        };
+        let gen = held.gen;
+        let old = std::mem::replace(&mut held.valid_until, valid_until);
+        if old != valid_until {
+            let key = self
+                .deadlines
+                .remove(&(old, gen))
+                .unwrap_or_else(|| key.clone());
+            self.deadlines.insert((valid_until, gen), key);
+        }
+    }
+
+    /// Forgets the hold at `key`, with its deadline.
+    fn remove(&mut self, key: &HoldKey) -> Option<Held> {
+        let held = self.held.remove(key)?;
+        self.deadlines.remove(&(held.valid_until, held.gen));
+        Some(held)
+    }
 }
 
 /// A release of a hold under way (see [`Registry::released`]); ends when dropped, which its
@@ -260,15 +293,25 @@ impl Registry {
         let mut state = self.state();
         state.next_gen += 1;
         let gen = state.next_gen;
+        // The watchdog sleeps until the earliest deadline (or its next tick): it needs waking
+        // only when this grant's comes before that.
+        let poke = state
+            .earliest()
+            .is_none_or(|earliest| valid_until < earliest);
         if holds > 1 {
             if let Some(held) = state.held.get_mut(&key) {
                 held.guards += 1;
                 held.watchdog_guards += watchdog;
-                held.valid_until = valid_until;
-                return Ticket {
+                let ticket = Ticket {
                     gen: held.gen,
                     lost: held.lost.clone(),
                 };
+                state.set_deadline(&key, valid_until);
+                drop(state);
+                if poke {
+                    self.changed.notify_one();
+                }
+                return ticket;
             }
         }
         let held = Held {
@@ -284,12 +327,16 @@ impl Registry {
             gen,
             lost: held.lost.clone(),
         };
-        if let Some(old) = state.held.insert(key, held) {
+        if let Some(old) = state.remove(&key) {
             // The old hold ended without us noticing (it expired); its guards are stale now.
             old.lost.cancel();
         }
+        state.deadlines.insert((valid_until, gen), key.clone());
+        state.held.insert(key, held);
         drop(state);
-        self.changed.notify_one();
+        if poke {
+            self.changed.notify_one();
+        }
         ticket
     }
 
@@ -323,7 +370,7 @@ impl Registry {
         };
         let last = held.guards == 0;
         if last {
-            state.held.remove(key);
+            state.remove(key);
         }
         *state.releasing.entry(key.clone()).or_default() += 1;
         Release::Redis {
@@ -340,7 +387,7 @@ impl Registry {
     fn lose(&self, key: &HoldKey, gen: u64, why: &str) {
         let mut state = self.state();
         if state.held.get(key).is_some_and(|h| h.gen == gen) {
-            let held = state.held.remove(key).expect("checked above");
+            let held = state.remove(key).expect("checked above");
             tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
             held.lost.cancel();
         }
@@ -370,30 +417,36 @@ impl Registry {
             return;
         }
         let mut state = self.state();
-        if let Some(held) = state.held.get_mut(&item.key) {
-            if held.gen == item.gen {
-                held.valid_until = held.valid_until.max(sent_at + watchdog_timeout);
-            }
+        let extended = state
+            .held
+            .get(&item.key)
+            .filter(|held| held.gen == item.gen)
+            .map(|held| held.valid_until.max(sent_at + watchdog_timeout));
+        if let Some(valid_until) = extended {
+            state.set_deadline(&item.key, valid_until);
         }
     }
 
     /// Loses every hold whose lease has run out by `now`; returns the earliest deadline left.
     fn expire(&self, now: Instant) -> Option<Instant> {
         // One critical section: a grant that extends a hold between finding it expired and
-        // losing it would otherwise be lost with it.
+        // losing it would otherwise be lost with it. Only the expired holds are visited.
         let mut state = self.state();
-        state.held.retain(|_, held| {
-            if held.valid_until > now {
-                return true;
+        while let Some(entry) = state.deadlines.first_entry() {
+            if entry.key().0 > now {
+                break;
             }
-            tracing::warn!(
-                lock = %held.name,
-                "latchkey lock lost: its lease ran out before it could be renewed"
-            );
-            held.lost.cancel();
-            false
-        });
-        state.held.values().map(|h| h.valid_until).min()
+            let ((_, gen), key) = entry.remove_entry();
+            if state.held.get(&key).is_some_and(|held| held.gen == gen) {
+                let held = state.held.remove(&key).expect("checked above");
+                tracing::warn!(
+                    lock = %held.name,
+                    "latchkey lock lost: its lease ran out before it could be renewed"
+                );
+                held.lost.cancel();
+            }
+        }
+        state.earliest()
     }
 }
 

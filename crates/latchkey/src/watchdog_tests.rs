@@ -489,17 +489,37 @@ async fn a_reentry_resets_the_lease_to_the_new_grants() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_fresh_grant_pokes_the_watchdog() {
+async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
     let registry = Registry::new();
-    grant(
-        &registry,
-        &hold("a"),
-        1,
-        Lease::Fixed(Duration::from_secs(1)),
+    let fixed = |secs| Lease::Fixed(Duration::from_secs(secs));
+    grant(&registry, &hold("a"), 1, fixed(10));
+    assert!(poked(&registry).await, "the first deadline wakes the loop");
+    // Thousands of later deadlines: the loop sleeps on, no scan, no wake-up.
+    for i in 0..5_000 {
+        grant(&registry, &hold(&format!("later{i}")), 1, fixed(20));
+    }
+    assert!(
+        !poked(&registry).await,
+        "later deadlines do not wake the loop"
     );
-    tokio::time::timeout(Duration::from_secs(1), registry.changed.notified())
+    grant(&registry, &hold("b"), 1, fixed(5));
+    assert!(poked(&registry).await, "an earlier deadline wakes it");
+    // A re-entry that shortens the hold's lease counts as well.
+    grant(&registry, &hold("b"), 2, fixed(1));
+    assert!(poked(&registry).await, "a shorter re-entry wakes it");
+    assert_eq!(registry.len(), 5_002);
+    // The expired holds are found in deadline order, without scanning the others.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let earliest = registry.expire(Instant::now());
+    assert_eq!(registry.len(), 5_000, "a (10 s) and b (1 s) expired");
+    assert!(earliest.is_some_and(|at| at > Instant::now()));
+}
+
+/// Whether the watchdog loop was poked (a permit is waiting for it).
+async fn poked(registry: &Registry) -> bool {
+    tokio::time::timeout(Duration::from_millis(10), registry.changed.notified())
         .await
-        .expect("a fresh grant notifies the watchdog loop of a new deadline");
+        .is_ok()
 }
 
 /// A command connection that has never connected, to `addr`; it connects when first used.

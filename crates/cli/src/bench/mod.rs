@@ -5,6 +5,7 @@ mod ceiling;
 mod commands;
 mod contended;
 mod delayed;
+mod held;
 mod measure;
 mod ours;
 mod peer;
@@ -207,6 +208,9 @@ pub struct Report {
     /// `delayed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delayed: Option<DelayedResult>,
+    /// `held`: pairs while the client holds 100, 10k and 50k locks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<held::HeldRun>,
     /// The targets.
     pub checks: Vec<Check>,
     /// False if a correctness check failed (contended counter, delayed lost or duplicated).
@@ -240,6 +244,7 @@ pub fn targets(opt: &BenchOpt) -> Result<Targets> {
             Workload::Fair,
             Workload::Redlock3,
             Workload::Delayed,
+            Workload::Held,
         ]
     } else {
         opt.workloads.clone()
@@ -343,6 +348,7 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
         redlock3: Vec::new(),
         redlock3_skipped: None,
         delayed: None,
+        held: Vec::new(),
         checks: Vec::new(),
         correct: true,
     };
@@ -417,6 +423,9 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
     }
     if has(Workload::Delayed) {
         report.delayed = Some(delayed::run(&setup).await.context("delayed")?);
+    }
+    if has(Workload::Held) {
+        report.held = held::held(&setup).await.context("held")?;
     }
     report.machine.load_after = load_average();
     if targets.main.embedded.is_none() {
@@ -565,6 +574,24 @@ fn checks(report: &Report) -> Vec<Check> {
             "≥ 7,000".into(),
             run.per_second,
             run.per_second >= 7000.0,
+        );
+    }
+    if let (Some(few), Some(most)) = (report.held.first(), report.held.last()) {
+        let ratio = most.per_second / few.per_second.max(1e-9);
+        check(
+            "held",
+            "rate at most held / at fewest",
+            "≥ 0.9×".into(),
+            ratio,
+            ratio >= 0.9,
+        );
+        let bound = most.held as f64 / 100.0 + 1.0;
+        check(
+            "held",
+            "renewal calls per tick",
+            format!("≤ {bound:.0} (N/100 + 1)"),
+            most.renew_calls_per_tick,
+            most.renew_calls_per_tick <= bound,
         );
     }
     if let Some(d) = &report.delayed {
@@ -866,6 +893,41 @@ fn render(report: &Report) -> String {
                 blank(),
             ));
         }
+    }
+    for (i, h) in report.held.iter().enumerate() {
+        let last = i + 1 == report.held.len();
+        let [target, met] = if last {
+            verdict("held", "rate at most held / at fewest")
+        } else {
+            [String::new(), String::new()]
+        };
+        table.row(row(
+            [
+                if i == 0 { "held" } else { "" },
+                &format!(
+                    "pairs/s with {} held (p50 {})",
+                    thousands(h.held as f64),
+                    us(h.latency.p50_us)
+                ),
+            ],
+            thousands(h.per_second),
+            String::new(),
+            [String::new(), String::new(), target, met],
+        ));
+        let [target, met] = if last {
+            verdict("held", "renewal calls per tick")
+        } else {
+            [String::new(), String::new()]
+        };
+        table.row(row(
+            ["", "renewal calls/tick, bytes/lock"],
+            format!(
+                "{:.1}, {:.0}",
+                h.renew_calls_per_tick, h.bytes_per_held_lock
+            ),
+            String::new(),
+            [String::new(), String::new(), target, met],
+        ));
     }
     if let Some(d) = &report.delayed {
         let [target, met] = verdict("delayed", "lateness p99 (ms)");
