@@ -17,11 +17,13 @@ use crate::connect;
 /// How many locks the client holds while the pairs run, one step after another.
 pub const HELD_COUNTS: [usize; 3] = [100, 10_000, 50_000];
 
-/// The watchdog timeout of the holding client: a renewal tick every second.
-const WATCHDOG: Duration = Duration::from_secs(3);
+/// How long the idle client is watched to see its renewal ticks: longer than one tick period
+/// (a third of the default 30 s watchdog timeout).
+const IDLE_WATCH: Duration = Duration::from_secs(11);
 
-/// How long the idle client is watched to count its renewal calls (three ticks).
-const IDLE_WATCH: Duration = Duration::from_secs(3);
+/// How often `INFO commandstats` is read while watching: the calls of one tick come in a burst
+/// much shorter than the period, so bursts of reads with calls are ticks.
+const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
 /// One step of `held`.
 #[derive(Clone, Debug, Serialize)]
@@ -41,7 +43,8 @@ pub struct HeldRun {
 
 /// Runs the steps of [`HELD_COUNTS`] with one client.
 pub async fn held(setup: &Setup) -> Result<Vec<HeldRun>> {
-    let client = connect::client(&setup.url, Some(WATCHDOG)).await?;
+    // The default watchdog (30 s): what a service runs with.
+    let client = connect::client(&setup.url, None).await?;
     let mut admin = redis::Client::open(setup.url.as_str())?
         .get_multiplexed_async_connection()
         .await
@@ -75,14 +78,7 @@ pub async fn held(setup: &Setup) -> Result<Vec<HeldRun>> {
         let grown = crate::sys::resident_bytes().saturating_sub(rss);
         let bytes_per_held_lock = grown as f64 / (held - from).max(1) as f64;
 
-        let before = commands::snapshot(&mut admin).await?;
-        tokio::time::sleep(IDLE_WATCH).await;
-        let after = commands::snapshot(&mut admin).await?;
-        let renewals = commands::delta(&before, &after)
-            .get("evalsha")
-            .copied()
-            .unwrap_or(0);
-        let ticks = IDLE_WATCH.as_secs_f64() / (WATCHDOG.as_secs_f64() / 3.0);
+        let renew_calls_per_tick = renewal_bursts(&mut admin).await?;
 
         sequential(None, "pairs", setup.warmup, pair).await?;
         let label = format!("held {held} latchkey");
@@ -92,9 +88,33 @@ pub async fn held(setup: &Setup) -> Result<Vec<HeldRun>> {
             per_second: measured.rate(),
             latency: Latency::of(&mut measured.samples),
             bytes_per_held_lock,
-            renew_calls_per_tick: renewals as f64 / ticks,
+            renew_calls_per_tick,
         });
     }
     drop(guards);
     Ok(runs)
+}
+
+/// Watches the idle client for [`IDLE_WATCH`] and returns the `EVALSHA` calls of its renewal
+/// ticks (bursts of calls between quiet samples), on average; 0 if no tick came.
+async fn renewal_bursts(admin: &mut redis::aio::MultiplexedConnection) -> Result<f64> {
+    let evalsha = |calls: &commands::Calls| calls.get("evalsha").copied().unwrap_or(0);
+    let mut last = evalsha(&commands::snapshot(admin).await?);
+    let (mut bursts, mut current) = (Vec::new(), 0u64);
+    let until = Instant::now() + IDLE_WATCH;
+    while Instant::now() < until {
+        tokio::time::sleep(SAMPLE_EVERY).await;
+        let now = evalsha(&commands::snapshot(admin).await?);
+        let calls = now.saturating_sub(last);
+        last = now;
+        if calls > 0 {
+            current += calls;
+        } else if current > 0 {
+            bursts.push(std::mem::take(&mut current));
+        }
+    }
+    if current > 0 {
+        bursts.push(current);
+    }
+    Ok(bursts.iter().sum::<u64>() as f64 / bursts.len().max(1) as f64)
 }
