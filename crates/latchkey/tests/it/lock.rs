@@ -1,5 +1,6 @@
 //! The reentrant lock against a real redis-server.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -591,14 +592,20 @@ async fn unreachable_redis_fails_fast_with_a_clear_error() {
 async fn dropping_the_client_closes_its_connections() {
     let server = RedisServer::spawn();
     let mut conn = server.conn().await;
-    let count_clients = |list: String| list.lines().count();
-    let baseline = count_clients(
-        redis::cmd("CLIENT")
+    // The ids of the connections open now. Compared by id, not by count: a connection opened
+    // before (the readiness probe of the server's spawn) may close at any time.
+    async fn client_ids(conn: &mut redis::aio::MultiplexedConnection) -> HashSet<String> {
+        let list: String = redis::cmd("CLIENT")
             .arg("LIST")
-            .query_async(&mut conn)
+            .query_async(conn)
             .await
-            .unwrap(),
-    );
+            .unwrap();
+        list.lines()
+            .filter_map(|line| line.split(' ').find(|f| f.starts_with("id=")))
+            .map(str::to_owned)
+            .collect()
+    }
+    let before = client_ids(&mut conn).await;
     {
         let a = client(&server).await;
         let lock = a.lock("bye");
@@ -609,22 +616,25 @@ async fn dropping_the_client_closes_its_connections() {
             .try_lock(Duration::from_millis(50))
             .await
             .unwrap();
+        let opened = client_ids(&mut conn).await.difference(&before).count();
+        assert!(
+            opened >= 2,
+            "the client opened a command and a subscriber connection, not {opened}"
+        );
         drop(guard);
     }
     assert!(
         eventually(Duration::from_secs(10), || {
             let mut conn = conn.clone();
-            async move {
-                let list: String = redis::cmd("CLIENT")
-                    .arg("LIST")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                list.lines().count() == baseline
-            }
+            let before = before.clone();
+            async move { client_ids(&mut conn).await.is_subset(&before) }
         })
         .await,
-        "every connection of the dropped client closed"
+        "every connection of the dropped client closed; still open: {:?}",
+        client_ids(&mut conn)
+            .await
+            .difference(&before)
+            .collect::<Vec<_>>()
     );
     let exists: bool = conn.exists("bye").await.unwrap();
     assert!(!exists, "the dropped guard was released on the way out");
