@@ -13,9 +13,12 @@
 -- ARGV[5]  after a grant: "0" drops the caller's client from the wait queue; "1" keeps it
 --          (other waiters of the client still wait for this lock); "2" says the client is not
 --          registered (none of its waiters has waited for this lock), so there is nothing to drop
--- ARGV[6]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
+-- ARGV[6]  "" or "<seq>:<grant ms>": if the caller waits, it also takes the lock granted on
+--          release (to its owner field, for <grant ms>), announced with <seq>
+-- ARGV[7]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
 --          a hold of its owner field found in Redis is then stranded (an acquire whose answer
---          was lost, an unlock that never arrived) and is reset to one hold instead of re-entered
+--          was lost, an unlock that never arrived, a grant on release nobody took) and is reset
+--          to one hold instead of re-entered
 --
 -- Returns {1, fencing_token, hold_count} when the caller holds the lock afterwards,
 -- or {0, retry_after_ms} when it does not (-1: the holder's lock has no expiry).
@@ -40,8 +43,12 @@ local function wait_for(retry_after)
         -- Registered until the caller's next attempt is certainly overdue (2 s of slack).
         -- The queue keeps the first arrival; liveness moves on with every attempt.
         local alive = park + 2000
+        local entry = now + alive
+        if ARGV[6] ~= '' then
+            entry = entry .. ':' .. ARGV[6] .. ':' .. ARGV[2]
+        end
         redis.call('zadd', KEYS[3], 'NX', now, ARGV[3])
-        redis.call('hset', KEYS[4], ARGV[3], now + alive)
+        redis.call('hset', KEYS[4], ARGV[3], entry)
         for i = 3, 4 do
             if redis.call('pttl', KEYS[i]) < alive then
                 redis.call('pexpire', KEYS[i], alive)
@@ -73,7 +80,7 @@ end
 
 if read('the lock key', 'hash', 'hlen', KEYS[1]) == 0 then
     local reserved = read('the hand-off reservation', 'string', 'get', KEYS[5])
-    if reserved and reserved ~= ARGV[3] then
+    if reserved and reserved ~= ARGV[3] and not is_streak(reserved) then
         -- Handed off to another waiter, who is on its way: wait for the reservation to lapse.
         return wait_for(redis.call('pttl', KEYS[5]))
     end
@@ -86,7 +93,7 @@ if read('the lock key', 'hash', 'hlen', KEYS[1]) == 0 then
 end
 
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    if ARGV[6] == '1' then
+    if ARGV[7] == '1' then
         -- A stranded hold taken over: a new critical section, so a new fencing token. Reusing
         -- the old token would let fenced storage take a late write of the stranded hold for
         -- one of this new hold.

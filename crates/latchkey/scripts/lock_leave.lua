@@ -4,7 +4,7 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel
 -- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
+-- KEYS[4]  latchkey's waiter registrations (hash: client wake id -> registration)
 -- KEYS[5]  the hand-off reservation (string: wake id)
 -- ARGV[1]  the leaving client's wake id
 -- ARGV[2]  how long a hand-off reservation lasts, in ms
@@ -38,25 +38,7 @@ redis.call('del', KEYS[5])
 if not free then
     return 0
 end
-local function pick_next()
-    local now = now_ms()
-    -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
-    for _ = 1, 16 do
-        local head = redis.call('zrange', KEYS[3], 0, 0)[1]
-        if not head then
-            return nil
-        end
-        local alive = tonumber(redis.call('hget', KEYS[4], head))
-        redis.call('zrem', KEYS[3], head)
-        redis.call('hdel', KEYS[4], head)
-        if alive and alive >= now then
-            return head
-        end
-    end
-    return nil
-end
-
-local next = pick_next()
+local next = pick_next(now_ms())
 if next then
     redis.call('set', KEYS[5], next, 'PX', ARGV[2])
     notify(publish, KEYS[2], next)

@@ -3,28 +3,46 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel: redisson_lock__channel:{<name>}
 -- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
--- KEYS[5]  the hand-off reservation (string: wake id)
+-- KEYS[4]  latchkey's waiter registrations (hash: client wake id -> registration)
+-- KEYS[5]  the hand-off key (string: the wake id a free lock is reserved for, or "g<ms>" while
+--          the lock passes from waiter to waiter by grants on release, since server time <ms>)
+-- KEYS[6]  the fencing counter
 -- ARGV[1]  the unlock message published when the lock is freed ("0", Redisson's UNLOCK_MESSAGE)
 -- ARGV[2]  lease in milliseconds to keep when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  how long a hand-off reservation lasts, in ms
 -- ARGV[5]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
+-- ARGV[6]  "" or a fencing token: release only while the hold is still the grant that got
+--          it (the counter has not moved on), for a grant on release that nobody took
+-- ARGV[7]  how long (ms) the lock may pass from waiter to waiter by grants before one release
+--          frees it for others
+-- ARGV[8]  how long (ms) latchkey waiters then hold back: a Redisson client's retry on the
+--          unlock message wins the free lock if it comes within that time
 --
 -- Returns -1 when the caller does not hold the lock (nothing changes), otherwise the holds
--- left: 0 means the key was deleted and waiters were told.
+-- left: 0 means the hold ended and the lock was handed on or freed.
 --
--- When the lock is freed and latchkey clients wait for it, the earliest-arrived live one is
--- picked: the lock is reserved for it for ARGV[4] ms and its wake id is published, so exactly
--- one client retries instead of all of them. "0" is published in every case, for Redisson
--- clients; latchkey clients ignore a "0" that directly follows a wake id.
+-- When the last hold ends and latchkey clients wait, the earliest-arrived live one is picked.
+-- If its registration takes grants, the lock is granted to it at once (a new fencing token,
+-- its owner field, its grant lease) and "-<wake id>", "-<token>", "-<seq>" are published in
+-- that order: the client's waiter holds the lock without another round trip. Otherwise the
+-- free lock is reserved for it for ARGV[4] ms and its wake id is published, so exactly one
+-- client retries instead of all of them. "0" is published in every case, for Redisson clients
+-- (a grant leaves the lock held: they wait on); latchkey clients ignore a "0" that follows a
+-- hand-off. Once grants have passed the lock on for ARGV[7] ms in a row, a release frees it
+-- instead and reserves it for nobody ("p") for ARGV[8] ms, so that Redisson clients, which are
+-- not in latchkey's queue and do not heed reservations, get their chance; latchkey waiters
+-- retry after the pause.
 local publish = publish_command(ARGV[5])
-acl_check({'del', 'get', 'hdel', 'hget', 'hset', 'pexpire', 'set', 'time', 'type', 'zrange',
-    'zrem'}, publish, {KEYS[2]})
+acl_check({'del', 'get', 'hdel', 'hget', 'hset', 'incr', 'pexpire', 'set', 'time', 'type',
+    'zrange', 'zrem'}, publish, {KEYS[2]})
 -- HGET fails on a key of another type before anything is written; a missing key or field is
 -- not ours (nothing changes).
 local held = read('lock key', 'hash', 'hget', KEYS[1], ARGV[3])
 if not held then
+    return -1
+end
+if ARGV[6] ~= '' and try_call('get', KEYS[6]) ~= ARGV[6] then
     return -1
 end
 local holds = tonumber(held) - 1
@@ -35,40 +53,45 @@ if holds > 0 then
 end
 redis.call('del', KEYS[1])
 
--- The earliest-arrived live waiting client, if any. The helper keys are only read and written
--- when they have the expected types: ZRANGE and HGET refuse other types (pcall: the release
--- itself stands), and nothing is written before both were read.
-local function pick_next()
-    local head = try_call('zrange', KEYS[3], 0, 0)
-    if not head or not head[1] or try_call('get', KEYS[5]) == nil then
-        return nil
+-- The helper keys are only used when they have the expected types: ZRANGE, HGET and GET refuse
+-- other types (pcall: the release itself stands), and nothing is written before all are read.
+local head = try_call('zrange', KEYS[3], 0, 0)
+local hand_off = try_call('get', KEYS[5])
+if not head or not head[1] or hand_off == nil or try_call('hget', KEYS[4], head[1]) == nil then
+    if is_streak(hand_off) then
+        redis.call('del', KEYS[5])
     end
-    local now = now_ms()
-    -- Skip (and drop) at most 16 waiters that stopped refreshing their registration.
-    local candidate = head[1]
-    for _ = 1, 16 do
-        local alive = try_call('hget', KEYS[4], candidate)
-        if alive == nil then
-            return nil -- the liveness key holds another type: no hand-off
-        end
-        redis.call('zrem', KEYS[3], candidate)
-        redis.call('hdel', KEYS[4], candidate)
-        alive = tonumber(alive)
-        if alive and alive >= now then
-            return candidate
-        end
-        candidate = redis.call('zrange', KEYS[3], 0, 0)[1]
-        if not candidate then
-            return nil
-        end
-    end
-    return nil
+    notify(publish, KEYS[2], ARGV[1])
+    return 0
 end
-
-local next = pick_next()
+local now = now_ms()
+local streak = is_streak(hand_off) and tonumber(string.sub(hand_off, 2)) or now
+if now - streak >= tonumber(ARGV[7]) then
+    -- The queue stays as it is: its waiters are woken by the "0" and retry after the pause.
+    redis.call('set', KEYS[5], 'p', 'PX', ARGV[8])
+    notify(publish, KEYS[2], ARGV[1])
+    return 0
+end
+local next, terms = pick_next(now)
+if next and terms then
+    -- INCR refuses a counter that is not an integer: then reserve instead of granting.
+    local token = redis.pcall('incr', KEYS[6])
+    if type(token) == 'number' then
+        redis.call('hset', KEYS[1], terms.owner, 1)
+        redis.call('pexpire', KEYS[1], terms.lease)
+        redis.call('set', KEYS[5], 'g' .. streak, 'PX', terms.lease)
+        notify(publish, KEYS[2], '-' .. next)
+        notify(publish, KEYS[2], '-' .. token)
+        notify(publish, KEYS[2], '-' .. terms.seq)
+        notify(publish, KEYS[2], ARGV[1])
+        return 0
+    end
+end
 if next then
     redis.call('set', KEYS[5], next, 'PX', ARGV[4])
     notify(publish, KEYS[2], next)
+elseif is_streak(hand_off) then
+    redis.call('del', KEYS[5])
 end
 notify(publish, KEYS[2], ARGV[1])
 return 0

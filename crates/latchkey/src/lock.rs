@@ -9,15 +9,37 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore};
 use crate::keys::{check_name, named_debug, LockKeys};
-use crate::pubsub::WakePolicy;
+use crate::pubsub::{Dispose, WakePolicy};
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
-use crate::wait::{unexpected, Attempt, Waiting};
-use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
+use crate::wait::{unexpected, Attempt, HandOff, Waiting, MAX_PARK};
+use crate::watchdog::{check_lease, confirm_at, HoldKey, Lease, LockRenewal, Renewal};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
+
+/// How long a lock may pass from waiter to waiter by grants on release: then one release
+/// frees it instead, so that Redisson clients, which are not in latchkey's wait queue, get
+/// their chance at it at least this often.
+pub(crate) const MAX_GRANT_STREAK: Duration = Duration::from_millis(250);
+
+/// How long latchkey waiters hold back after a streak of grants ends, so that a Redisson
+/// client's retry on the unlock message can win the free lock.
+pub(crate) const GRANT_PAUSE: Duration = Duration::from_millis(10);
+
+/// A grant on release lasts this long past the registration's life (its park and 2 s): the
+/// time the message and the grantee have to start its section before the grant is confirmed.
+const GRANT_SLACK: Duration = Duration::from_secs(3);
+
+/// A grant on release is confirmed (renewed to the watchdog timeout) this long before its
+/// lease could run out, if its holder still holds it.
+const CONFIRM_BEFORE: Duration = Duration::from_millis(1500);
+
+/// The lease of a grant on release to a registration whose attempt parks `park`.
+fn grant_lease(park: Duration) -> Duration {
+    park + Duration::from_secs(2) + GRANT_SLACK
+}
 
 impl Client {
     /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
@@ -281,6 +303,10 @@ impl Lock {
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
+            grants: self.takes_grants(lease).then(|| {
+                let lock = self.clone();
+                Dispose(Arc::new(move |token| lock.give_back_task(token)))
+            }),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,
@@ -297,9 +323,65 @@ impl Lock {
                     (0, true) => Queue::Leave,
                     _ => Queue::Stay,
                 };
-                self.attempt(lease, turn.park, queue)
+                let handed = turn
+                    .hand_off
+                    .and_then(|hand_off| self.take_hand_off(hand_off));
+                async move {
+                    match handed {
+                        Some(guard) => Ok(Attempt::Granted(guard)),
+                        None => self.attempt(lease, turn.park, queue, turn.grant_seq).await,
+                    }
+                }
             })
             .await
+    }
+
+    /// Whether an acquire with `lease` takes the lock granted on release (see
+    /// `scripts/lock_release.lua`): with the watchdog's lease, long enough to outlast a grant's
+    /// (the watchdog confirms it), and when nothing waits for replicas or follows a Sentinel
+    /// failover (a grant is made by the releaser's script, not by the grantee's).
+    fn takes_grants(&self, lease: Lease) -> bool {
+        let client = &self.inner.client.inner;
+        lease == Lease::Watchdog
+            && client.config.watchdog_timeout >= grant_lease(MAX_PARK)
+            && client.replicas.sync().is_none()
+            && client.conn.sentinels().is_none()
+    }
+
+    /// Takes a grant on release: the hold is this handle's already, until at least the
+    /// registration's send time plus the grant's lease. A grant too close to its end is given
+    /// back (and the caller makes an ordinary attempt).
+    fn take_hand_off(&self, hand_off: HandOff) -> Option<LockGuard> {
+        let inner = &self.inner;
+        let client = &inner.client.inner;
+        let valid_until = hand_off.registered_at + grant_lease(hand_off.park);
+        if valid_until < Instant::now() + CONFIRM_BEFORE {
+            client.hub.give_back(self.give_back_task(hand_off.token));
+            return None;
+        }
+        let ticket = client.registry.acquired_until(
+            inner.hold.clone(),
+            &inner.name,
+            1,
+            Lease::Watchdog,
+            valid_until,
+            Arc::new(LockRenewal {
+                key: inner.hold.key.clone(),
+                field: inner.hold.field.clone(),
+            }),
+        );
+        confirm_at(
+            client.conn.clone(),
+            client.registry.clone(),
+            inner.hold.clone(),
+            ticket.gen,
+            valid_until - CONFIRM_BEFORE,
+            client.config.watchdog_timeout,
+            inner.client.shutdown_token(),
+        );
+        Some(LockGuard {
+            core: GuardCore::new(self.clone(), ticket, Lease::Watchdog, hand_off.token),
+        })
     }
 
     /// The clean-up run when this client's last waiter for the lock gives up: unregister the
@@ -357,18 +439,33 @@ impl Lock {
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
+        self.release_call(lease_ms, None, "releasing a lock")
+    }
+
+    /// Gives back a grant on release with `token` that no waiter took: released only while it
+    /// is still that grant, which passes the lock on.
+    fn give_back_task(&self, token: u64) -> Task {
+        self.release_call(1, Some(token), "giving back a lock granted on release")
+    }
+
+    fn release_call(&self, lease_ms: u64, token: Option<u64>, context: &'static str) -> Task {
         let inner = &self.inner;
+        let mut keys = self.queue_keys();
+        keys.push(inner.token_key.clone());
         Task::new(
             &scripts::LOCK_RELEASE,
-            self.queue_keys(),
+            keys,
             vec![
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                token.map(|t| t.to_string()).unwrap_or_default(),
+                MAX_GRANT_STREAK.as_millis().to_string(),
+                GRANT_PAUSE.as_millis().to_string(),
             ],
-            "releasing a lock",
+            context,
         )
     }
 
@@ -383,9 +480,10 @@ impl Lock {
         lease: Lease,
         park: Duration,
         queue: Queue,
+        grant_seq: Option<u64>,
     ) -> Result<Attempt<LockGuard>> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park, queue).await }).await?
+        detached(async move { lock.attempt_inner(lease, park, queue, grant_seq).await }).await?
     }
 
     async fn attempt_inner(
@@ -393,6 +491,7 @@ impl Lock {
         lease: Lease,
         park: Duration,
         queue: Queue,
+        grant_seq: Option<u64>,
     ) -> Result<Attempt<LockGuard>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
@@ -415,6 +514,9 @@ impl Lock {
                     Queue::NotRegistered => "2",
                 }
                 .to_owned(),
+                grant_seq.map_or_else(String::new, |seq| {
+                    format!("{seq}:{}", grant_lease(park).as_millis())
+                }),
             ]
         };
         let renewal = || -> Arc<dyn Renewal> {

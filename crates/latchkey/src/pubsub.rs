@@ -13,8 +13,8 @@
 //! subscription is confirmed and before it retries: no wake-up can be lost in between.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -49,6 +49,10 @@ struct Slot {
     /// Woken and not yet consumed.
     pending: AtomicBool,
     notify: Notify,
+    /// A grant on release to this waiter, not taken yet: its registration and fencing token.
+    granted: Mutex<Option<(u64, u64)>>,
+    /// The waiter is gone (set under the channels' lock): a grant for it is given back.
+    closed: AtomicBool,
 }
 
 impl Slot {
@@ -61,6 +65,48 @@ impl Slot {
     }
 }
 
+/// What gives back a grant on release nobody took: the release task for a fencing token.
+#[derive(Clone)]
+pub(crate) struct Dispose(pub(crate) Arc<dyn Fn(u64) -> Task + Send + Sync>);
+
+impl Dispose {
+    /// The task that gives back the grant with `token`.
+    pub(crate) fn task(&self, token: u64) -> Task {
+        (self.0)(token)
+    }
+}
+
+impl std::fmt::Debug for Dispose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dispose")
+    }
+}
+
+/// A registration that takes grants on release, made by a waiter of this client.
+#[derive(Debug)]
+struct Expected {
+    slot: Weak<Slot>,
+    dispose: Dispose,
+    made: Instant,
+}
+
+/// How long a registration that takes grants is remembered: far longer than it stays live in
+/// Redis (its park and 2 s), so a late message still finds who to give its grant back for.
+const EXPECTED_FOR: Duration = Duration::from_secs(30);
+
+/// Where a channel is in reading an announced grant: `-<wake id>`, `-<token>`, `-<seq>`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum GrantParse {
+    #[default]
+    Idle,
+    /// A grant to this client: its token comes next.
+    Mine,
+    /// A grant to this client with this token: its registration comes next.
+    MineToken(u64),
+    /// A grant to another client: this many of its messages are still to come.
+    Other(u8),
+}
+
 #[derive(Debug)]
 struct Channel {
     refs: usize,
@@ -68,6 +114,10 @@ struct Channel {
     waiters: VecDeque<Arc<Slot>>,
     /// The last message was a hand-off: the `"0"` that follows it is for Redisson clients.
     after_hand_off: bool,
+    /// The announcement of a grant on release being read.
+    grant: GrantParse,
+    /// This client's registrations that take grants, by sequence number.
+    expected: HashMap<u64, Expected>,
     /// The server has confirmed the subscription on the current connection.
     confirmed: bool,
     /// How many times the channel has fallen out of use (its references went to zero). A
@@ -95,7 +145,55 @@ impl Channel {
         }
     }
 
-    fn deliver(&mut self, payload: &[u8], my_wake_id: &str) {
+    /// One message of a grant's announcement (the payload without its `-`); returns the task
+    /// that gives a grant back when its waiter is gone.
+    fn grant_message(&mut self, number: &[u8], my_wake_id: &str) -> Option<Task> {
+        let value = std::str::from_utf8(number)
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok());
+        match (self.grant, value) {
+            (GrantParse::Idle, _) => {
+                self.after_hand_off = true;
+                self.grant = if number == my_wake_id.as_bytes() {
+                    GrantParse::Mine
+                } else {
+                    GrantParse::Other(2)
+                };
+            }
+            (GrantParse::Mine, Some(token)) => self.grant = GrantParse::MineToken(token),
+            (GrantParse::MineToken(token), Some(seq)) => {
+                self.grant = GrantParse::Idle;
+                return self.granted(seq, token);
+            }
+            (GrantParse::Other(left), _) if left > 1 => self.grant = GrantParse::Other(left - 1),
+            _ => self.grant = GrantParse::Idle,
+        }
+        None
+    }
+
+    /// The lock was granted to this client's registration `seq` with `token`: the waiter that
+    /// made it takes it, or, gone, gives it back.
+    fn granted(&mut self, seq: u64, token: u64) -> Option<Task> {
+        let expected = self.expected.remove(&seq)?;
+        if let Some(slot) = expected
+            .slot
+            .upgrade()
+            .filter(|slot| !slot.closed.load(Ordering::Acquire))
+        {
+            *slot.granted.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, token));
+            slot.wake();
+            return None;
+        }
+        Some(expected.dispose.task(token))
+    }
+
+    fn deliver(&mut self, payload: &[u8], my_wake_id: &str) -> Option<Task> {
+        if self.policy == WakePolicy::Lock {
+            if let Some(number) = payload.strip_prefix(b"-") {
+                return self.grant_message(number, my_wake_id);
+            }
+            self.grant = GrantParse::Idle;
+        }
         let after_hand_off = std::mem::take(&mut self.after_hand_off);
         match self.policy {
             WakePolicy::All => self.wake_all(),
@@ -120,6 +218,7 @@ impl Channel {
                 self.wake(n)
             }
         }
+        None
     }
 }
 
@@ -128,6 +227,8 @@ struct HubState {
     channels: Mutex<HashMap<String, Channel>>,
     /// This client's wake id, as published by lock releases.
     wake_id: String,
+    /// The next registration number of a registration that takes grants on release.
+    next_seq: AtomicU64,
     /// Where a waiter that gives up sends its clean-up script.
     background: mpsc::UnboundedSender<Task>,
 }
@@ -194,6 +295,7 @@ impl Hub {
         let state = Arc::new(HubState {
             channels: Mutex::new(HashMap::new()),
             wake_id: wake_id.to_string(),
+            next_seq: AtomicU64::new(1),
             background,
         });
         let (commands, rx) = mpsc::unbounded_channel();
@@ -237,6 +339,8 @@ impl Hub {
                     policy,
                     waiters: VecDeque::new(),
                     after_hand_off: false,
+                    grant: GrantParse::Idle,
+                    expected: HashMap::new(),
                     confirmed: false,
                     idle_generation: 0,
                 });
@@ -250,6 +354,7 @@ impl Hub {
             slot,
             finished: false,
             on_leave,
+            dispose: None,
         };
         let (reply, confirmed) = oneshot::channel();
         self.commands
@@ -284,6 +389,7 @@ impl Hub {
             slot,
             finished: false,
             on_leave: on_leave(),
+            dispose: None,
         })
     }
 
@@ -294,6 +400,11 @@ impl Hub {
         std::sync::Arc::new(move || {
             let _ = commands.send(Command::Reconnect);
         })
+    }
+
+    /// Hands `task` (giving back a grant on release) to the client's background queue.
+    pub(crate) fn give_back(&self, task: Task) {
+        let _ = self.state.background.send(task);
     }
 
     /// Channels subscribed or lingering.
@@ -320,6 +431,8 @@ pub(crate) struct Subscription {
     slot: Arc<Slot>,
     finished: bool,
     on_leave: Option<Task>,
+    /// Gives back a grant on release this waiter got and did not take.
+    dispose: Option<Dispose>,
 }
 
 impl Subscription {
@@ -339,6 +452,56 @@ impl Subscription {
     /// Marks the wait as successful: a pending wake-up is consumed rather than passed on.
     pub(crate) fn finish(mut self) {
         self.finished = true;
+    }
+
+    /// Wakes another waiter of this client on the channel, if there is one: a grant on release
+    /// took this client out of the lock's wait queue, and the other waiter's attempt puts it
+    /// back in.
+    pub(crate) fn wake_another(&self) {
+        let channels = self.state.channels();
+        let other = channels.get(&self.channel).and_then(|channel| {
+            channel
+                .waiters
+                .iter()
+                .find(|slot| !Arc::ptr_eq(slot, &self.slot))
+        });
+        if let Some(slot) = other {
+            slot.wake();
+        }
+    }
+
+    /// Makes a registration number for a registration that takes grants on release, and
+    /// routes the grant announced with it to this waiter. `dispose` gives back a grant that
+    /// comes when this waiter is gone, or that it does not take.
+    pub(crate) fn expect_grant(&mut self, dispose: Dispose) -> u64 {
+        let seq = self.state.next_seq.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut channels = self.state.channels();
+        if let Some(channel) = channels.get_mut(&self.channel) {
+            channel
+                .expected
+                .retain(|_, e| now.saturating_duration_since(e.made) < EXPECTED_FOR);
+            channel.expected.insert(
+                seq,
+                Expected {
+                    slot: Arc::downgrade(&self.slot),
+                    dispose: dispose.clone(),
+                    made: now,
+                },
+            );
+        }
+        self.dispose = Some(dispose);
+        seq
+    }
+
+    /// The grant on release this waiter got, if any: its registration number and fencing
+    /// token. Taking it makes the caller its holder.
+    pub(crate) fn take_grant(&self) -> Option<(u64, u64)> {
+        self.slot
+            .granted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Passes a wake-up this waiter got but could not use on to the waiter queued right behind
@@ -363,6 +526,12 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut channels = self.state.channels();
+        // Under the channels' lock, as the hub grants: a grant is either here now, or comes
+        // after and finds the waiter closed.
+        self.slot.closed.store(true, Ordering::Release);
+        if let (Some((_, token)), Some(dispose)) = (self.take_grant(), &self.dispose) {
+            let _ = self.state.background.send(dispose.task(token));
+        }
         let Some(channel) = channels.get_mut(&self.channel) else {
             return;
         };
@@ -604,7 +773,9 @@ impl HubTask {
     }
 
     fn wake_everyone(&self) {
-        for channel in self.state.channels().values() {
+        for channel in self.state.channels().values_mut() {
+            // Messages may have been missed: an announcement being read is incomplete.
+            channel.grant = GrantParse::Idle;
             channel.wake_all();
         }
     }
@@ -685,8 +856,12 @@ impl HubTask {
     }
 
     fn deliver(&self, channel: &str, payload: &[u8]) {
-        if let Some(channel) = self.state.channels().get_mut(channel) {
-            channel.deliver(payload, &self.state.wake_id);
+        let give_back = match self.state.channels().get_mut(channel) {
+            Some(channel) => channel.deliver(payload, &self.state.wake_id),
+            None => None,
+        };
+        if let Some(task) = give_back {
+            let _ = self.state.background.send(task);
         }
     }
 

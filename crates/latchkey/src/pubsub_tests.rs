@@ -35,6 +35,7 @@ fn rig() -> Rig {
     let state = Arc::new(HubState {
         channels: Mutex::new(HashMap::new()),
         wake_id: WAKE_ID.to_string(),
+        next_seq: std::sync::atomic::AtomicU64::new(1),
         background: background_tx,
     });
     // Never connected to: no test lets the task run while a channel is in use.
@@ -528,4 +529,78 @@ async fn the_hub_task_forgets_an_idle_channel_after_the_linger() {
     assert_eq!(hub.channel_count(), 0, "forgotten after a whole linger");
     shutdown.cancel();
     running.await.expect("the hub task did not panic");
+}
+
+/// A [`Dispose`] whose task names the token it gives back (in its context, leaked: a test).
+fn give_back() -> super::Dispose {
+    super::Dispose(Arc::new(|token: u64| {
+        leave_task(Box::leak(format!("give back {token}").into_boxed_str()))
+    }))
+}
+
+/// A grant on release announced to this client (`-<wake id>`, `-<token>`, `-<seq>`, then
+/// Redisson's `0`) goes to the waiter that made registration `seq`, and to nobody else: the
+/// `0` after it wakes nobody.
+#[tokio::test(start_paused = true)]
+async fn a_grant_goes_to_the_waiter_of_its_registration() {
+    let mut rig = rig();
+    let mut w = rig.waiters("c", WakePolicy::Lock, 3).await;
+    let _first = w[0].expect_grant(give_back());
+    let second = w[1].expect_grant(give_back());
+    rig.publish("c", &format!("-{WAKE_ID}"));
+    rig.publish("c", "-17");
+    rig.publish("c", &format!("-{second}"));
+    rig.publish("c", "0");
+    assert_eq!(woken(&w), [false, true, false]);
+    assert_eq!(w[1].take_grant(), Some((second, 17)));
+    assert_eq!(w[0].take_grant(), None);
+    assert!(rig.background.try_recv().is_err(), "nothing given back");
+}
+
+/// A grant to another client is skipped whole (its token and registration are not read as a
+/// grant to this one), and the `0` after it wakes nobody here either.
+#[tokio::test(start_paused = true)]
+async fn a_grant_to_another_client_wakes_nobody() {
+    let mut rig = rig();
+    let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
+    let seq = w[0].expect_grant(give_back());
+    rig.publish("c", "-99999");
+    rig.publish("c", &format!("-{WAKE_ID}"));
+    rig.publish("c", &format!("-{seq}"));
+    rig.publish("c", "0");
+    assert_eq!(woken(&w), [false, false]);
+    assert_eq!(w[0].take_grant(), None);
+    // The next announcement is read afresh.
+    rig.publish("c", &format!("-{WAKE_ID}"));
+    rig.publish("c", "-5");
+    rig.publish("c", &format!("-{seq}"));
+    assert_eq!(w[0].take_grant(), Some((seq, 5)));
+}
+
+/// A grant that comes for a waiter that gave up, or that a waiter got and did not take, is
+/// given back by the client's background task.
+#[tokio::test(start_paused = true)]
+async fn a_grant_nobody_takes_is_given_back() {
+    let mut rig = rig();
+    let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
+    let gone = w[0].expect_grant(give_back());
+    let untaken = w[1].expect_grant(give_back());
+    let second = w.pop().expect("two waiters");
+    let first = w.pop().expect("two waiters");
+    drop(first);
+    rig.publish("c", &format!("-{WAKE_ID}"));
+    rig.publish("c", "-7");
+    rig.publish("c", &format!("-{gone}"));
+    let task = rig.background.try_recv().expect("given back");
+    assert_eq!(task.context, "give back 7");
+    rig.publish("c", &format!("-{WAKE_ID}"));
+    rig.publish("c", "-8");
+    rig.publish("c", &format!("-{untaken}"));
+    assert!(rig.background.try_recv().is_err(), "the waiter holds it");
+    second.finish();
+    let task = rig
+        .background
+        .try_recv()
+        .expect("given back when not taken");
+    assert_eq!(task.context, "give back 8");
 }

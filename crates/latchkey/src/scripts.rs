@@ -33,10 +33,10 @@ macro_rules! scripts {
 
 scripts! {
     /// Acquire or re-enter a reentrant lock.
-    LOCK_ACQUIRE = "lock_acquire.lua";
+    LOCK_ACQUIRE = "lock_prelude.lua", "lock_acquire.lua";
 
     /// Release one hold of a reentrant lock.
-    LOCK_RELEASE = "lock_release.lua";
+    LOCK_RELEASE = "lock_prelude.lua", "lock_release.lua";
 
     /// Release a lock's last hold again on a new primary after a failover, if it is still the
     /// latest grant.
@@ -46,7 +46,7 @@ scripts! {
     LOCK_RENEW = "lock_renew.lua";
 
     /// Unregister a client whose last waiter gave up, passing on a hand-off meant for it.
-    LOCK_LEAVE = "lock_leave.lua";
+    LOCK_LEAVE = "lock_prelude.lua", "lock_leave.lua";
 
     /// Read a lock's state in one snapshot.
     LOCK_STATUS = "lock_status.lua";

@@ -7,15 +7,19 @@
 //! the order of subscribing and retrying that keeps a release from going unnoticed, how long
 //! to park, when to give up — is here, once.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::pubsub::{Hub, WakePolicy};
+use crate::pubsub::{Dispose, Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
+
+/// How long a waiter remembers a registration that takes grants (see `pubsub::EXPECTED_FOR`).
+const REMEMBERED: Duration = Duration::from_secs(30);
 
 /// The longest a waiter parks between attempts when nothing wakes it. Messages normally wake it
 /// long before; this bounds the stall when one is lost or a hand-off went to a client that died.
@@ -50,9 +54,26 @@ impl<G> Attempt<G> {
     }
 }
 
+/// A grant on release this waiter was woken with: the lock is already its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HandOff {
+    /// The fencing token of the grant.
+    pub(crate) token: u64,
+    /// When the attempt that made the registration was sent: the grant came after it.
+    pub(crate) registered_at: Instant,
+    /// The park of that attempt (its registration's lifetime, and so its grant lease).
+    pub(crate) park: Duration,
+}
+
 /// What the loop tells each attempt.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Turn {
+    /// The registration number to take grants on release with, when the waiter takes them
+    /// (see [`Waiting::grants`]) and listens on the channel.
+    pub(crate) grant_seq: Option<u64>,
+    /// A grant on release that woke the waiter: the attempt takes it (no script call), or
+    /// gives it back if it cannot.
+    pub(crate) hand_off: Option<HandOff>,
     /// How long the caller will park before its next attempt if this one fails (zero: it will
     /// not wait). Scripts that register waiters use it as the registration's lifetime.
     pub(crate) park: Duration,
@@ -77,6 +98,8 @@ pub(crate) struct Waiting<'a> {
     /// anyway (queues: the message announced another item than the one it found). Otherwise a
     /// grant consumes it (locks, semaphores: the release it announced was this grant).
     pub(crate) pass_on_unused_wake: bool,
+    /// Whether the waiter takes grants on release, and how it gives back one it does not take.
+    pub(crate) grants: Option<Dispose>,
 }
 
 impl<'a> Waiting<'a> {
@@ -90,6 +113,7 @@ impl<'a> Waiting<'a> {
             on_leave: None,
             max_park: MAX_PARK,
             pass_on_unused_wake: false,
+            grants: None,
         }
     }
 
@@ -126,18 +150,39 @@ impl<'a> Waiting<'a> {
         };
         // Whether the last park ended with a message (rather than the time running out).
         let mut woken = false;
+        // This waiter's registrations that take grants: number, when sent, park.
+        let mut registrations: VecDeque<(u64, Instant, Duration)> = VecDeque::new();
+        let mut hand_off = None;
         loop {
             let subscribed = subscription.is_some();
+            let park = self.park(deadline);
+            let grant_seq = match (&mut subscription, &self.grants) {
+                (Some(subscription), Some(dispose)) if hand_off.is_none() => {
+                    let seq = subscription.expect_grant(dispose.clone());
+                    let now = Instant::now();
+                    registrations
+                        .retain(|(_, at, _)| now.saturating_duration_since(*at) < REMEMBERED);
+                    registrations.push_back((seq, now, park));
+                    Some(seq)
+                }
+                _ => None,
+            };
             let turn = Turn {
-                park: self.park(deadline),
+                grant_seq,
+                hand_off: hand_off.take(),
+                park,
                 subscribed,
                 others: self
                     .hub
                     .waiters_on(self.channel)
                     .saturating_sub(usize::from(subscribed)),
             };
+            let handed_off = turn.hand_off.is_some();
             let retry_after = match attempt(turn).await? {
                 Attempt::Granted(granted) => {
+                    if let Some(subscription) = subscription.as_ref().filter(|_| handed_off) {
+                        subscription.wake_another();
+                    }
                     // Dropped unfinished, a subscription hands a wake-up it got to the next
                     // waiter of this client.
                     if let Some(subscription) = subscription.filter(|_| !self.pass_on_unused_wake) {
@@ -181,6 +226,23 @@ impl<'a> Waiting<'a> {
             });
             let until = deadline.map_or(now + park, |d| d.min(now + park));
             woken = waiting.wait_until(until).await;
+            if let Some((seq, token)) = waiting.take_grant() {
+                match registrations.iter().find(|(s, ..)| *s == seq) {
+                    Some(&(_, registered_at, park)) => {
+                        hand_off = Some(HandOff {
+                            token,
+                            registered_at,
+                            park,
+                        })
+                    }
+                    // Not one of this waiter's (cannot happen): give it back.
+                    None => {
+                        if let Some(dispose) = &self.grants {
+                            self.hub.give_back(dispose.task(token));
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -288,7 +288,20 @@ impl Registry {
             Lease::Watchdog => watchdog_timeout,
             Lease::Fixed(d) => d,
         };
-        let valid_until = sent_at + lease_len;
+        self.acquired_until(key, name, holds, lease, sent_at + lease_len, renewal)
+    }
+
+    /// Records a hold whose lease is known to last until `valid_until` (see
+    /// [`Registry::acquired`]).
+    pub(crate) fn acquired_until(
+        &self,
+        key: HoldKey,
+        name: &str,
+        holds: u64,
+        lease: Lease,
+        valid_until: Instant,
+        renewal: Arc<dyn Renewal>,
+    ) -> Ticket {
         let watchdog = u32::from(lease == Lease::Watchdog);
         let mut state = self.state();
         state.next_gen += 1;
@@ -448,6 +461,63 @@ impl Registry {
         }
         state.earliest()
     }
+}
+
+/// Renews the hold at `key` of generation `gen` at `at`, unless it was renewed since (its
+/// lease then lasts past `at` by more than half the watchdog timeout) or is gone. For a hold
+/// granted with a lease shorter than the watchdog's period (a grant on release): one script
+/// call, and only if the hold lasts that long.
+pub(crate) fn confirm_at(
+    conn: Conn,
+    registry: Arc<Registry>,
+    key: HoldKey,
+    gen: u64,
+    at: Instant,
+    watchdog_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(at) => {}
+        }
+        let item = {
+            let state = registry.state();
+            let Some(held) = state.held.get(&key).filter(|held| held.gen == gen) else {
+                return;
+            };
+            if held.watchdog_guards == 0 || held.valid_until > at + watchdog_timeout / 2 {
+                return;
+            }
+            RenewItem {
+                key: key.clone(),
+                renewal: held.renewal.clone(),
+                gen,
+                lease_ms: watchdog_timeout.as_millis() as u64,
+            }
+        };
+        let sent_at = Instant::now();
+        let mut invocation = item.renewal.script().prepare_invoke();
+        for key in item.renewal.keys() {
+            invocation.key(&*key);
+        }
+        for arg in item.renewal.args(item.lease_ms) {
+            invocation.arg(arg);
+        }
+        let timeout = conn.timeout();
+        let result: Result<Vec<i64>> = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            result = conn.script_within(&invocation, "confirming a grant", "", timeout) => result,
+        };
+        match result.as_deref() {
+            Ok([1]) => registry.renewed(&item, sent_at, watchdog_timeout),
+            Ok(_) => registry.lose(&item.key, gen, "it is gone from redis"),
+            // The watchdog's next tick renews it, or `expire` finds its lease ran out.
+            Err(e) => tracing::warn!(error = %e.chain(), "latchkey could not confirm a grant"),
+        }
+    });
 }
 
 #[derive(Clone, Debug)]

@@ -358,7 +358,7 @@ async fn lost_fires_when_redis_restarts_under_a_held_lock_and_the_client_recover
 }
 
 /// Redisson's `RedissonLock.tryLockInnerAsync` script, as quoted in seed 004.
-const REDISSON_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+pub(crate) const REDISSON_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
     redis.call('hset', KEYS[1], ARGV[2], 1); \
     redis.call('pexpire', KEYS[1], ARGV[1]); \
     return nil; \
@@ -371,7 +371,7 @@ end; \
 return redis.call('pttl', KEYS[1]);";
 
 /// Redisson's `RedissonLock.unlockInnerAsync` script, as quoted in seed 004.
-const REDISSON_RELEASE: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+pub(crate) const REDISSON_RELEASE: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
     return nil;\
 end; \
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \

@@ -1,0 +1,431 @@
+//! Grants on release: the release script gives a free lock straight to the earliest live
+//! latchkey waiter that takes grants, and announces it on the unlock channel; the waiter holds
+//! the lock without another round trip. What must hold: the grantee holds it with a fresh
+//! fencing token and a short lease that its watchdog confirms if it keeps the lock; a grant
+//! nobody takes is given back at once (or lapses with its short lease when its client died);
+//! Redisson listeners see only Java longs, and a streak of grants ends (after 250 ms) with a
+//! short pause in which they get their turn.
+
+use std::time::Duration;
+
+use latchkey::Client;
+use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer};
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+use crate::helpers::{builder, cluster_url, eventually, Endpoint};
+
+/// A client that takes grants on release: grants need a watchdog timeout at least as long
+/// as a grant's lease (7 s), so the suite's 1 s clients never take them.
+async fn granting_client(at: &(impl Endpoint + ?Sized)) -> Client {
+    builder(at)
+        .watchdog_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Loads the lock's scripts on the server (a first EVALSHA of a script the server lacks is
+/// refused and sent again), so that script calls can be counted exactly afterwards.
+async fn load_scripts(client: &Client) {
+    let guard = client.lock("load-scripts").lock().await.unwrap();
+    guard.unlock().await.unwrap();
+}
+
+/// Waits until the lock `name`'s waiter registrations name `owner` (a registration that
+/// takes grants carries its owner field).
+async fn registered_for_grants(conn: &MultiplexedConnection, name: &str, owner: &str) {
+    let key = format!("latchkey_lock_alive:{{{name}}}");
+    let owner = owner.to_owned();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let (key, owner) = (key.clone(), owner.clone());
+            async move {
+                let values: Vec<String> = conn.hvals(&key).await.unwrap();
+                values.iter().any(|v| v.ends_with(&format!(":{owner}")))
+            }
+        })
+        .await,
+        "{owner} registered to take grants on {name}"
+    );
+}
+
+#[tokio::test]
+async fn a_release_grants_the_lock_to_the_waiter_without_another_acquire() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let (a, b) = (
+        granting_client(&server).await,
+        granting_client(&server).await,
+    );
+    load_scripts(&a).await;
+    let held = a.lock("handed").lock().await.unwrap();
+    let waiting = b.lock("handed");
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "handed", &owner).await;
+
+    let calls_before = server.command_calls("evalsha");
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let granted = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        server.command_calls("evalsha") - calls_before,
+        1,
+        "only the release ran a script: the waiter took the grant without an acquire"
+    );
+    assert_eq!(
+        granted.fencing_token(),
+        token + 1,
+        "a grant is a new holder"
+    );
+    let holds: Option<u32> = conn.hget("handed", &owner).await.unwrap();
+    assert_eq!(holds, Some(1), "the waiter's owner field holds it once");
+    let pttl: i64 = conn.pttl("handed").await.unwrap();
+    assert!(
+        (1..=7_000).contains(&pttl),
+        "a grant has a short lease (its registration's life and 3 s), not the watchdog's: {pttl}"
+    );
+
+    // Kept past the grant's lease, the hold is confirmed by the grantee's watchdog.
+    tokio::time::sleep(Duration::from_millis(7_500)).await;
+    assert!(!granted.is_lost(), "the grant was confirmed, not lost");
+    let pttl: i64 = conn.pttl("handed").await.unwrap();
+    assert!(pttl > 10_000, "confirmed to the watchdog timeout: {pttl}");
+    granted.unlock().await.unwrap();
+    let exists: bool = conn.exists("handed").await.unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn a_grant_to_a_waiter_that_gave_up_is_given_back_at_once() {
+    let server = RedisServer::spawn();
+    let conn = server.conn().await;
+    let (a, b) = (
+        granting_client(&server).await,
+        granting_client(&server).await,
+    );
+    let held = a.lock("given-back").lock().await.unwrap();
+    // Two waiters of one client: the client stays in the queue when the first gives up, and
+    // its registration is the last one made, the quitter's.
+    let stayer = b.lock("given-back");
+    let stayer_owner = stayer.owner_id().to_owned();
+    let stays = tokio::spawn(async move { stayer.lock().await });
+    registered_for_grants(&conn, "given-back", &stayer_owner).await;
+    let quitter = b.lock("given-back");
+    let quitter_owner = quitter.owner_id().to_owned();
+    let quits = tokio::spawn(async move { quitter.lock().await });
+    registered_for_grants(&conn, "given-back", &quitter_owner).await;
+    quits.abort();
+    assert!(quits.await.unwrap_err().is_cancelled());
+
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    // The grant went to the quitter's registration; its client gave it back, and the stayer
+    // (which registers again) gets the lock long before the grant's lease (7 s) would end.
+    let got = tokio::time::timeout(Duration::from_secs(5), stays)
+        .await
+        .expect("the lock is not stranded with the quitter")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.lock().owner_id(), stayer_owner);
+    assert!(
+        got.fencing_token() > token,
+        "tokens only grow: {} after {token}",
+        got.fencing_token()
+    );
+    let mut conn = conn.clone();
+    let quitter_holds: Option<u32> = conn.hget("given-back", &quitter_owner).await.unwrap();
+    assert_eq!(
+        quitter_holds, None,
+        "nothing is left held by the waiter that gave up"
+    );
+    got.unlock().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            b.subscription_count() == 0 && b.tracked_lock_count() == 0
+        })
+        .await,
+        "no subscription or renewal left behind"
+    );
+}
+
+#[tokio::test]
+async fn a_grant_to_a_client_that_died_lapses_with_its_short_lease() {
+    let server = RedisServer::spawn();
+    let conn = server.conn().await;
+    let a = granting_client(&server).await;
+    let held = a.lock("dead-grantee").lock().await.unwrap();
+    // The doomed client reaches Redis through a proxy: cutting it is a process that died
+    // while waiting, without leaving the queue.
+    let proxy = FaultProxy::start(&server.addr());
+    let doomed = granting_client(&proxy.url()).await;
+    let waiting = doomed.lock("dead-grantee");
+    let owner = waiting.owner_id().to_owned();
+    let _waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "dead-grantee", &owner).await;
+    proxy.refuse(true);
+    proxy.drop_connections();
+
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let mut conn = conn.clone();
+    let granted_to: Option<u32> = conn.hget("dead-grantee", &owner).await.unwrap();
+    assert_eq!(
+        granted_to,
+        Some(1),
+        "granted to the registration, still live"
+    );
+    let pttl: i64 = conn.pttl("dead-grantee").await.unwrap();
+    assert!(
+        (1..=7_000).contains(&pttl),
+        "a grant to a dead client lapses with its short lease: {pttl}"
+    );
+    // Another client gets the lock once the grant lapsed: within its 7 s, not the watchdog's
+    // 30 s, with the token after the lapsed grant's.
+    let c = granting_client(&server).await;
+    let got = c
+        .lock("dead-grantee")
+        .try_lock(Duration::from_secs(15))
+        .await
+        .unwrap()
+        .expect("the lock lapsed from the dead grantee");
+    assert_eq!(got.fencing_token(), token + 2);
+    got.unlock().await.unwrap();
+    drop(doomed);
+}
+
+#[tokio::test]
+async fn grant_announcements_are_java_longs_and_end_with_redissons_unlock() {
+    let server = RedisServer::spawn();
+    let conn = server.conn().await;
+    let (a, b) = (
+        granting_client(&server).await,
+        granting_client(&server).await,
+    );
+    let held = a.lock("longs").lock().await.unwrap();
+    let waiting = b.lock("longs");
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "longs", &owner).await;
+
+    // A listener as Redisson's: every message on the channel is read as a Java long.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:{longs}")
+        .await
+        .unwrap();
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let granted = waiter.await.unwrap().unwrap();
+    let mut messages = Vec::new();
+    let mut stream = pubsub.on_message();
+    use futures_util::StreamExt;
+    while messages.len() < 4 {
+        let message = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("the release's messages")
+            .unwrap();
+        messages.push(message.get_payload::<String>().unwrap());
+    }
+    let longs: Vec<i64> = messages
+        .iter()
+        .map(|m| {
+            m.parse()
+                .unwrap_or_else(|_| panic!("{m} is not a Java long"))
+        })
+        .collect();
+    assert_eq!(
+        longs[1..],
+        [-((token + 1) as i64), longs[2], 0],
+        "wake id, token, registration, then Redisson's unlock: {messages:?}"
+    );
+    assert!(
+        longs[..3].iter().all(|n| *n < 0),
+        "a grant's own messages are negative, never Redisson's 0 or 1: {messages:?}"
+    );
+    granted.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_streak_of_grants_ends_with_a_release_that_frees_the_lock() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let (a, b) = (
+        granting_client(&server).await,
+        granting_client(&server).await,
+    );
+    load_scripts(&a).await;
+    let held = a.lock("streak").lock().await.unwrap();
+    let waiting = b.lock("streak");
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "streak", &owner).await;
+    // The lock has passed by grants for a second (since server time 1 s ago): the next
+    // release frees it instead.
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let streak_start = seconds * 1000 + micros / 1000 - 1000;
+    let _: () = conn
+        .set_ex(
+            "latchkey_lock_handoff:{streak}",
+            format!("g{streak_start}"),
+            30,
+        )
+        .await
+        .unwrap();
+    let calls_before = server.command_calls("evalsha");
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let got = waiter.await.unwrap().unwrap();
+    assert!(
+        server.command_calls("evalsha") - calls_before >= 2,
+        "the release freed the lock and the waiter acquired it itself, after the pause"
+    );
+    assert_eq!(got.fencing_token(), token + 1);
+    let after: Option<String> = conn.get("latchkey_lock_handoff:{streak}").await.unwrap();
+    assert!(
+        after.as_deref().is_none_or(|r| !r.starts_with('g')),
+        "the streak ended: {after:?}"
+    );
+    got.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn grants_on_release_work_on_a_cluster() {
+    let cluster = RedisCluster::spawn(3, 0);
+    let url = cluster_url(&cluster.primaries());
+    let (a, b) = (granting_client(&url).await, granting_client(&url).await);
+    let held = a.lock("cluster-handed").lock().await.unwrap();
+    let waiting = b.lock("cluster-handed");
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    // Registered (to take grants) once it subscribed and retried: wait for its registration.
+    let node = cluster.node_for_key("cluster-handed").conn().await;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut node = node.clone();
+            async move {
+                let values: Vec<String> = node
+                    .hvals("latchkey_lock_alive:{cluster-handed}")
+                    .await
+                    .unwrap();
+                values.iter().any(|v| v.matches(':').count() >= 3)
+            }
+        })
+        .await
+    );
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("granted")
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted.fencing_token(), token + 1);
+    let pttl: i64 = node.clone().pttl("cluster-handed").await.unwrap();
+    assert!((1..=7_000).contains(&pttl), "granted on release: {pttl}");
+    granted.unlock().await.unwrap();
+}
+
+/// Latchkey clients pass the lock on by grants for as long as they keep queueing; a Redisson
+/// client, which is not in latchkey's queue, still gets it: after 250 ms of grants a release
+/// frees the lock and latchkey waiters hold back for 10 ms, in which the Redisson client's
+/// retry on the unlock message wins it.
+#[tokio::test]
+async fn a_redisson_waiter_gets_the_lock_while_latchkey_clients_pass_it_by_grants() {
+    use crate::lock::{REDISSON_ACQUIRE, REDISSON_RELEASE};
+    use futures_util::StreamExt;
+
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let client = granting_client(&server).await;
+        let stop = stop.clone();
+        workers.push(tokio::spawn(async move {
+            let lock = client.lock("mixed");
+            let mut sections = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let guard = lock.lock().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                guard.unlock().await.unwrap();
+                sections += 1;
+            }
+            sections
+        }));
+    }
+    // Wait until the latchkey clients pass the lock on by grants.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            async move {
+                let streak: Option<String> =
+                    conn.get("latchkey_lock_handoff:{mixed}").await.unwrap();
+                streak.is_some_and(|s| s.starts_with('g'))
+            }
+        })
+        .await,
+        "grants on release pass the lock among the latchkey clients"
+    );
+    // The Redisson waiter: try; on a TTL, wait for an unlock message (or the TTL) and retry.
+    let java_owner = "6f1c0c3e-0000-4000-8000-000000000002:1";
+    let pubsub_client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = pubsub_client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:{mixed}")
+        .await
+        .unwrap();
+    let mut messages = pubsub.on_message();
+    let started = tokio::time::Instant::now();
+    let acquired = loop {
+        let ttl: Option<i64> = redis::cmd("EVAL")
+            .arg(REDISSON_ACQUIRE)
+            .arg(1)
+            .arg("mixed")
+            .arg(30_000)
+            .arg(java_owner)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let Some(ttl) = ttl else {
+            break true;
+        };
+        if started.elapsed() > Duration::from_secs(20) {
+            break false;
+        }
+        let park = Duration::from_millis(ttl.clamp(1, 1_000) as u64);
+        loop {
+            match tokio::time::timeout(park, messages.next()).await {
+                Ok(Some(message)) if message.get_payload::<i64>() == Ok(0) => break,
+                Ok(Some(_)) => continue,
+                _ => break,
+            }
+        }
+    };
+    assert!(
+        acquired,
+        "the Redisson waiter got the lock among latchkey waiters"
+    );
+    let released: Option<i64> = redis::cmd("EVAL")
+        .arg(REDISSON_RELEASE)
+        .arg(2)
+        .arg("mixed")
+        .arg("redisson_lock__channel:{mixed}")
+        .arg(0)
+        .arg(30_000)
+        .arg(java_owner)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(released, Some(1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for worker in workers {
+        let sections = tokio::time::timeout(Duration::from_secs(10), worker)
+            .await
+            .expect("the latchkey clients carry on after the Redisson holder")
+            .unwrap();
+        assert!(sections > 0);
+    }
+}
