@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::connect::Target;
 use crate::exit;
 use crate::opt::{Command, Opt};
-use crate::{bench, demo, queue, release, run as run_cmd, status};
+use crate::{demo, queue, release, run as run_cmd, status};
 
 /// Runs one subcommand to completion and returns its exit code.
 ///
@@ -32,29 +32,22 @@ pub fn run(opt: Opt) -> Result<ExitCode> {
             drop(target);
             result
         }
-        Command::Bench(opt) => {
-            let targets = bench::targets(&opt)?;
-            let runtime = if opt.multi_thread {
-                multi_thread()?
-            } else {
-                current_thread()?
-            };
-            // The workloads run in a spawned task, as an application's code does: waking
-            // `block_on`'s own future goes through the runtime's wake-up descriptor (a syscall
-            // per wake-up), waking a task does not, so a benchmark run in `block_on` would
-            // charge both libraries a system call per round trip that applications never pay.
-            let targets = std::sync::Arc::new(targets);
-            let shared = targets.clone();
-            let result = runtime.block_on(async move {
-                tokio::spawn(async move { interruptible(bench::run(opt, &shared)).await })
-                    .await
-                    .context("the benchmark task panicked")?
-            });
-            drop(runtime);
-            drop(targets);
-            result
-        }
+        Command::Bench(opt) => Err(exit::coded(exit::USAGE, bench_moved(&opt.args))),
     }
+}
+
+/// `latchkey bench` is gone: the benchmarks are the `latchkey-bench` crate of latchkey's source
+/// tree, so that installing this command does not pull the peer they measure (rslock).
+fn bench_moved(args: &[std::ffi::OsString]) -> anyhow::Error {
+    let mut command = "cargo run --release -p latchkey-bench --".to_owned();
+    for arg in args {
+        command.push(' ');
+        command.push_str(&arg.to_string_lossy());
+    }
+    anyhow::anyhow!(
+        "the benchmarks are not part of the `latchkey` command any more; in a checkout of \
+         latchkey's source, run `{command}` (see BENCHMARKS.md)"
+    )
 }
 
 fn current_thread() -> Result<tokio::runtime::Runtime> {

@@ -3,7 +3,6 @@
 //! `main` only parses the options and hands them to [`cli::run`]; everything else lives in the
 //! modules below (the shape of sqlx-cli).
 
-mod bench;
 mod cli;
 mod connect;
 mod demo;

@@ -3,13 +3,13 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::duration;
 use crate::exit;
 
 const ABOUT: &str = "Distributed locks kept in Redis (Redisson-compatible), from the shell: run a \
-command under a lock, inspect and release locks, use delayed queues, watch the demo, measure.";
+command under a lock, inspect and release locks, use delayed queues, watch the demo.";
 
 /// The `latchkey` command.
 #[derive(Debug, Parser)]
@@ -48,16 +48,9 @@ pub enum Command {
     ///
     /// Without --redis or REDIS_URL, starts a private redis-server for the run.
     Demo(DemoOpt),
-    /// Measure latchkey and the Rust peer rslock on fixed workloads.
-    ///
-    /// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many
-    /// (64 tasks on one client, each on its own names), contended (8 clients on one lock, a GET +
-    /// SET increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo
-    /// over 3 independent servers), delayed (5000 items, delays 0.5-3 s), held (pairs while
-    /// one client holds 100, 10k and 50k locks; latchkey only), ceiling (sequential and pipelined EVALSHA on the same server). The
-    /// ceiling is always measured. The clients run on one thread unless --multi-thread. Without
-    /// --redis or REDIS_URL, starts private redis-servers for the run.
-    Bench(BenchOpt),
+    /// The benchmarks moved to the `latchkey-bench` crate; this only says how to run them.
+    #[command(hide = true, disable_help_flag = true)]
+    Bench(BenchMovedOpt),
 }
 
 /// How to reach Redis; flattened into every subcommand.
@@ -211,50 +204,10 @@ pub struct DemoOpt {
     pub clients: u64,
 }
 
-/// A benchmark workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
-pub enum Workload {
-    /// The same server's raw limit: sequential and pipelined EVALSHA.
-    Ceiling,
-    /// One client, sequential lock+unlock pairs on 64 rotating names.
-    Solo,
-    /// 64 tasks on one client, each on its own names.
-    Many,
-    /// 8 clients on one lock; a non-atomic GET + SET increment inside.
-    Contended,
-    /// `contended` with a fair lock (FIFO across clients).
-    Fair,
-    /// `solo` over 3 independent servers (RedLock), then without fencing and with 8 tasks.
-    Redlock3,
-    /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.
-    Delayed,
-    /// Pairs while one client holds 100, 10k and 50k locks; renewal calls per tick, memory.
-    Held,
-}
-
-/// Options of `latchkey bench`.
+/// `latchkey bench …`: whatever follows, to repeat it in the pointer to `latchkey-bench`.
 #[derive(Debug, Args)]
-pub struct BenchOpt {
-    /// How to reach Redis.
-    #[command(flatten)]
-    pub connect: ConnectOpts,
-    /// Workloads to run (default: all).
-    #[arg(value_enum)]
-    pub workloads: Vec<Workload>,
-    /// Print the results as JSON on stdout (progress still goes to stderr).
-    #[arg(long)]
-    pub json: bool,
-    /// How long each timed workload runs (after a short warm-up).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
-    pub duration: Duration,
-    /// Do not measure the peer rslock.
-    #[arg(long)]
-    pub no_peer: bool,
-    /// Run on tokio's multi-threaded runtime (one worker per CPU) instead of one thread. On a
-    /// small machine that also runs Redis, the single thread leaves Redis a core of its own.
-    #[arg(long)]
-    pub multi_thread: bool,
-    /// The 3 servers of redlock3, comma-separated. Default: 3 private redis-servers.
-    #[arg(long, value_name = "URL,URL,URL", value_delimiter = ',')]
-    pub redlock_redis: Vec<String>,
+pub struct BenchMovedOpt {
+    /// The arguments given.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<OsString>,
 }

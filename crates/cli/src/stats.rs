@@ -29,6 +29,7 @@ impl Samples {
     }
 
     /// How many samples.
+    #[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
     pub fn len(&self) -> usize {
         self.nanos.len()
     }
@@ -48,6 +49,7 @@ impl Samples {
     }
 
     /// The largest sample; zero without samples.
+    #[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
     pub fn max(&self) -> Duration {
         Duration::from_nanos(self.nanos.iter().copied().max().unwrap_or(0))
     }

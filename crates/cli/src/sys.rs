@@ -112,6 +112,7 @@ pub fn descendants() -> Vec<u32> {
 }
 
 /// The CPU time (user + system) this process has used so far.
+#[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
 pub fn process_cpu() -> std::time::Duration {
     // SAFETY: getrusage writes into the zeroed struct we own; all-zero is a valid rusage.
     let usage = unsafe {
@@ -126,6 +127,7 @@ pub fn process_cpu() -> std::time::Duration {
 }
 
 /// This process's resident memory, in bytes (`/proc/self/statm`); 0 if it cannot be read.
+#[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
 pub fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()

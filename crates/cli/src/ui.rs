@@ -20,11 +20,13 @@ pub fn count_bar(len: u64, prefix: &str) -> ProgressBar {
 
 /// A bar that fills over `duration` while `counter` counts operations; the message shows the
 /// count and the rate so far. Stops when dropped.
+#[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
 pub struct TimedBar {
     bar: ProgressBar,
     ticker: tokio::task::JoinHandle<()>,
 }
 
+#[allow(dead_code)] // latchkey-bench compiles this file too, and uses it
 impl TimedBar {
     /// Starts the bar; `unit` names what `counter` counts ("pairs", "sections").
     pub fn start(

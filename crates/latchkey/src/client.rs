@@ -42,7 +42,9 @@ use crate::watchdog::{self, Registry, MAX_LEASE};
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
     url: String,
+    #[cfg(feature = "tls")]
     tls_root: Option<Vec<u8>>,
+    #[cfg(feature = "tls")]
     tls_identity: Option<(Vec<u8>, Vec<u8>)>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) connect_timeout: Duration,
@@ -70,7 +72,9 @@ impl ClientBuilder {
     fn new(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             url: url.into(),
+            #[cfg(feature = "tls")]
             tls_root: None,
+            #[cfg(feature = "tls")]
             tls_identity: None,
             watchdog_timeout: Client::DEFAULT_WATCHDOG_TIMEOUT,
             connect_timeout: Duration::from_secs(3),
@@ -92,12 +96,47 @@ impl ClientBuilder {
 
     /// Trust this CA (PEM) for `rediss://` connections instead of the system's roots.
     /// Certificates are always verified; there is no way to turn verification off.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// // Once, at the start of the program: latchkey uses the process's rustls provider.
+    /// let _ = rustls::crypto::ring::default_provider().install_default();
+    /// let ca = std::fs::read("ca.pem").expect("the CA file");
+    /// let client = latchkey::Client::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(ca)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
         self.tls_root = Some(pem.into());
         self
     }
 
     /// Present this client certificate and key (PEM) on `rediss://` connections (mutual TLS).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// let _ = rustls::crypto::ring::default_provider().install_default();
+    /// let (cert, key) = (std::fs::read("client.pem"), std::fs::read("client.key"));
+    /// let client = latchkey::Client::builder("rediss://redis.internal:6380")
+    ///     .tls_client_identity(cert.expect("the certificate"), key.expect("the key"))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_identity(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -267,7 +306,6 @@ impl ClientBuilder {
     pub async fn connect(self) -> Result<Client> {
         self.validate()?;
         let endpoint = self.endpoint();
-        endpoint.install_tls_provider();
         let topology = Topology::parse(&self.url)?;
         let target = endpoint.target(&topology)?;
         let conn = endpoint.connect(&target).await?;
@@ -285,7 +323,9 @@ impl ClientBuilder {
     fn endpoint(&self) -> Endpoint {
         Endpoint {
             url: self.url.clone(),
+            #[cfg(feature = "tls")]
             tls_root: self.tls_root.clone(),
+            #[cfg(feature = "tls")]
             tls_identity: self.tls_identity.clone(),
             connect_timeout: self.connect_timeout,
             command_timeout: self.command_timeout,
@@ -576,7 +616,6 @@ impl ClientBuilder {
             });
         }
         let endpoint = self.endpoint();
-        endpoint.install_tls_provider();
         let target = endpoint.target(&topology)?;
         let conn = endpoint.connect_lazy(&target)?;
         let replicas = Replicas::lazy(&conn, self.replica_sync, self.replica_loss_grace);

@@ -3,18 +3,25 @@
 //! Three deployments share one interface: a single server (a reconnecting multiplexed
 //! connection), a Sentinel-managed primary (the primary's address is asked of the sentinels
 //! again whenever the connection to it fails, so a failover is followed), and a Redis Cluster
-//! (the driver's cluster connection, which follows MOVED/ASK/TRYAGAIN).
+//! (the driver's cluster connection, which follows MOVED/ASK/TRYAGAIN). Sentinel and Cluster are
+//! compiled with the `sentinel` and `cluster` features; without them those variants do not exist.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+#[cfg(feature = "sentinel")]
+use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, ConnectionManager};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+#[cfg(feature = "sentinel")]
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
 
 use crate::error::{Error, Result};
+#[cfg(feature = "cluster")]
 use crate::keys::key_slot;
 
 /// Where the primary (or, for a cluster, the seed nodes) is.
@@ -23,12 +30,15 @@ pub(crate) enum Target {
     /// One server at a fixed address.
     Fixed(Box<redis::Client>),
     /// Asked of the sentinels each time a connection is made.
+    #[cfg(feature = "sentinel")]
     Sentinel(Arc<SentinelTarget>),
     /// A Redis Cluster.
+    #[cfg(feature = "cluster")]
     Cluster(Arc<ClusterTarget>),
 }
 
 /// How to find the primary of a Sentinel-monitored group.
+#[cfg(feature = "sentinel")]
 pub(crate) struct SentinelTarget {
     pub(crate) client: tokio::sync::Mutex<SentinelClient>,
     /// The sentinels' URLs (`redis://host:port`).
@@ -41,6 +51,7 @@ pub(crate) struct SentinelTarget {
 
 /// What the sentinels say of a primary (see [`SentinelTarget::verdict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
 pub(crate) enum Verdict {
     /// A majority of the sentinels answered, and every one that answered names it.
     Confirmed,
@@ -50,6 +61,19 @@ pub(crate) enum Verdict {
     Unknown,
 }
 
+/// Without the `sentinel` feature there is no Sentinel deployment: this type has no value, and
+/// the code that asks the sentinels is never reached.
+#[cfg(not(feature = "sentinel"))]
+pub(crate) enum SentinelTarget {}
+
+#[cfg(not(feature = "sentinel"))]
+impl SentinelTarget {
+    pub(crate) async fn verdict(&self, _addr: &str) -> Verdict {
+        match *self {}
+    }
+}
+
+#[cfg(feature = "sentinel")]
 impl SentinelTarget {
     /// Asks every sentinel which server is the primary (`SENTINEL GET-MASTER-ADDR-BY-NAME`,
     /// each within the command timeout) and compares their answers with `addr`. The sentinel
@@ -87,8 +111,10 @@ impl SentinelTarget {
 }
 
 /// How to reach a Redis Cluster.
+#[cfg(feature = "cluster")]
 pub(crate) struct ClusterTarget {
     pub(crate) nodes: Vec<String>,
+    #[cfg(feature = "tls")]
     pub(crate) certificates: Option<redis::TlsCertificates>,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
@@ -96,6 +122,7 @@ pub(crate) struct ClusterTarget {
     pub(crate) replica_wait: Duration,
 }
 
+#[cfg(feature = "cluster")]
 impl ClusterTarget {
     /// A cluster client; with `pushes`, a RESP3 one that delivers pub/sub messages there.
     pub(crate) fn client(
@@ -119,6 +146,7 @@ impl ClusterTarget {
         let mut builder = redis::cluster::ClusterClient::builder(self.nodes.clone())
             .connection_timeout(self.connect_timeout)
             .response_timeout(response_timeout);
+        #[cfg(feature = "tls")]
         if let Some(certificates) = &self.certificates {
             builder = builder.certs(certificates.clone());
         }
@@ -136,7 +164,9 @@ impl Target {
     pub(crate) async fn client(&self) -> redis::RedisResult<redis::Client> {
         match self {
             Target::Fixed(client) => Ok((**client).clone()),
+            #[cfg(feature = "sentinel")]
             Target::Sentinel(sentinel) => sentinel.client.lock().await.async_get_client().await,
+            #[cfg(feature = "cluster")]
             Target::Cluster(_) => Err(redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
                 "a cluster has no single primary",
@@ -155,11 +185,14 @@ pub(crate) struct Conn {
 #[derive(Clone)]
 enum Backend {
     Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
+    #[cfg(feature = "sentinel")]
     Sentinel(Arc<SentinelConn>),
 }
 
 /// A multiplexed connection to the primary a sentinel named, replaced after it fails.
+#[cfg(feature = "sentinel")]
 struct SentinelConn {
     target: Target,
     connect_timeout: Duration,
@@ -171,6 +204,7 @@ struct SentinelConn {
     connecting: tokio::sync::Mutex<()>,
 }
 
+#[cfg(feature = "sentinel")]
 impl SentinelConn {
     fn current(&self) -> std::sync::MutexGuard<'_, Option<(MultiplexedConnection, Arc<str>)>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
@@ -219,14 +253,18 @@ impl SentinelConn {
 /// One connection to run a command on.
 enum Handle {
     Single(ConnectionManager),
+    #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
     /// A cluster connection that sends every command and pipeline to the primary of one slot
     /// (keyless commands such as `WAIT`, `INFO` or `SCRIPT LOAD` would otherwise go to a
     /// random node, or to every primary). A `MOVED` reply is still followed.
+    #[cfg(feature = "cluster")]
     SlotPrimary(ClusterConnection, u16),
+    #[cfg(feature = "sentinel")]
     Plain(MultiplexedConnection),
 }
 
+#[cfg(feature = "cluster")]
 fn slot_primary(slot: u16) -> SingleNodeRoutingInfo {
     SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master))
 }
@@ -235,11 +273,14 @@ impl ConnectionLike for Handle {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Handle::Single(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Handle::Cluster(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Handle::SlotPrimary(c, slot) => {
                 let routing = RoutingInfo::SingleNode(slot_primary(*slot));
                 Box::pin(c.route_command(cmd.clone(), routing))
             }
+            #[cfg(feature = "sentinel")]
             Handle::Plain(c) => c.req_packed_command(cmd),
         }
     }
@@ -252,10 +293,13 @@ impl ConnectionLike for Handle {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Handle::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
             Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
             Handle::SlotPrimary(c, slot) => {
                 Box::pin(c.route_pipeline(pipeline.clone(), offset, count, slot_primary(*slot)))
             }
+            #[cfg(feature = "sentinel")]
             Handle::Plain(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -263,7 +307,9 @@ impl ConnectionLike for Handle {
     fn get_db(&self) -> i64 {
         match self {
             Handle::Single(c) => c.get_db(),
+            #[cfg(feature = "cluster")]
             Handle::Cluster(c) | Handle::SlotPrimary(c, _) => c.get_db(),
+            #[cfg(feature = "sentinel")]
             Handle::Plain(c) => c.get_db(),
         }
     }
@@ -277,6 +323,7 @@ impl Conn {
         }
     }
 
+    #[cfg(feature = "cluster")]
     pub(crate) fn cluster(conn: ClusterConnection, timeout: Duration) -> Conn {
         Conn {
             backend: Backend::Cluster(conn),
@@ -284,6 +331,7 @@ impl Conn {
         }
     }
 
+    #[cfg(feature = "sentinel")]
     pub(crate) fn sentinel(
         target: Target,
         connect_timeout: Duration,
@@ -306,6 +354,7 @@ impl Conn {
     /// connection; `None` off Sentinel or while not connected.
     pub(crate) fn sentinel_primary(&self) -> Option<Arc<str>> {
         match &self.backend {
+            #[cfg(feature = "sentinel")]
             Backend::Sentinel(s) => s.current().as_ref().map(|(_, addr)| addr.clone()),
             _ => None,
         }
@@ -314,6 +363,7 @@ impl Conn {
     /// The sentinels behind this connection, if it follows a Sentinel-monitored primary.
     pub(crate) fn sentinels(&self) -> Option<&SentinelTarget> {
         match &self.backend {
+            #[cfg(feature = "sentinel")]
             Backend::Sentinel(s) => match &s.target {
                 Target::Sentinel(target) => Some(target),
                 _ => None,
@@ -325,6 +375,9 @@ impl Conn {
     /// Drops the connection to the primary at `addr` (any primary with `None`), so that the
     /// next command asks the sentinels again. Commands already sent finish on the old one.
     pub(crate) fn forget_primary(&self, addr: Option<&str>) {
+        #[cfg(not(feature = "sentinel"))]
+        let _ = addr;
+        #[cfg(feature = "sentinel")]
         if let Backend::Sentinel(s) = &self.backend {
             let mut current = s.current();
             if addr.is_none_or(|addr| current.as_ref().is_some_and(|(_, a)| &**a == addr)) {
@@ -334,8 +387,15 @@ impl Conn {
     }
 
     /// Whether this is a Redis Cluster connection.
+    #[cfg(feature = "cluster")]
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.backend, Backend::Cluster(_))
+    }
+
+    /// Whether this is a Redis Cluster connection: never, without the `cluster` feature.
+    #[cfg(not(feature = "cluster"))]
+    pub(crate) fn is_cluster(&self) -> bool {
+        false
     }
 
     /// The command scripts publish notices with: sharded `spublish` on a cluster (so a notice
@@ -356,8 +416,10 @@ impl Conn {
     async fn handle(&self) -> redis::RedisResult<Handle> {
         Ok(match &self.backend {
             Backend::Single(c) => Handle::Single(c.clone()),
+            #[cfg(feature = "cluster")]
             Backend::Cluster(c) => Handle::Cluster(c.clone()),
             // Boxed: the sentinel look-up nests the driver's futures deeply.
+            #[cfg(feature = "sentinel")]
             Backend::Sentinel(s) => Handle::Plain(Box::pin(s.get()).await?),
         })
     }
@@ -366,15 +428,19 @@ impl Conn {
     /// there; elsewhere the one primary.
     async fn handle_for_slot(&self, slot: Option<u16>) -> redis::RedisResult<Handle> {
         match (&self.backend, slot) {
+            #[cfg(feature = "cluster")]
             (Backend::Cluster(c), Some(slot)) => Ok(Handle::SlotPrimary(c.clone(), slot)),
             _ => self.handle().await,
         }
     }
 
     fn failed(&self, err: Option<&redis::RedisError>) {
+        #[cfg(feature = "sentinel")]
         if let Backend::Sentinel(s) = &self.backend {
             s.failed(err);
         }
+        #[cfg(not(feature = "sentinel"))]
+        let _ = err;
     }
 
     /// Runs a script (EVALSHA, loading it on NOSCRIPT) within the command timeout.
@@ -455,9 +521,13 @@ impl Conn {
             .arg(args)
             .add_command(tail.clone());
         let timeout = self.timeout + extra;
+        #[cfg(feature = "cluster")]
         let slot = keys.first().map(|k| key_slot(k.as_bytes()));
+        #[cfg(not(feature = "cluster"))]
+        let slot = None;
         let run = async {
             let (mut handle, ran_on) = match &self.backend {
+                #[cfg(feature = "sentinel")]
                 Backend::Sentinel(s) => {
                     let (conn, addr) = Box::pin(s.get_with_addr()).await?;
                     (Handle::Plain(conn), Some(addr))

@@ -1,13 +1,21 @@
 //! Connecting: what a URL names (a server, a Sentinel group, a Cluster), how to reach it (TLS,
 //! timeouts), the first connection, and the replica counts that decide whether acquires wait
 //! for replicas.
+//!
+//! Each deployment but a plain server needs its cargo feature (`tls`, `cluster`, `sentinel`): a
+//! URL is always read, so that a build without the feature can say which one to enable.
 
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::conn::{ClusterTarget, Conn, SentinelTarget, Target};
+#[cfg(feature = "cluster")]
+use crate::conn::ClusterTarget;
+#[cfg(feature = "sentinel")]
+use crate::conn::SentinelTarget;
+use crate::conn::{Conn, Target};
 use crate::error::{Error, Result};
 
 /// Hides a password in a URL for logs and `Debug`.
@@ -25,8 +33,10 @@ pub(crate) fn redact(url: &str) -> String {
 pub(crate) struct Endpoint {
     pub(crate) url: String,
     /// A CA (PEM) to trust instead of the system's roots.
+    #[cfg(feature = "tls")]
     pub(crate) tls_root: Option<Vec<u8>>,
     /// A client certificate and key (PEM), for mutual TLS.
+    #[cfg(feature = "tls")]
     pub(crate) tls_identity: Option<(Vec<u8>, Vec<u8>)>,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
@@ -59,7 +69,10 @@ impl Endpoint {
     /// waiting out the retry delays (up to the command or per-node timeout, as a `Timeout`).
     /// [`Error::Config`] for a Sentinel or Cluster target.
     pub(crate) fn connect_lazy(&self, target: &Target) -> Result<Conn> {
-        let Target::Fixed(server) = target else {
+        // Irrefutable without the `cluster` and `sentinel` features.
+        #[allow(irrefutable_let_patterns)]
+        let Target::Fixed(server) = target
+        else {
             return Err(Error::Config {
                 reason: format!(
                     "`{}` is not a single server; only `redis://` and `rediss://` clients can be \
@@ -79,15 +92,29 @@ impl Endpoint {
         Ok(Conn::single(manager, self.command_timeout))
     }
 
-    /// Installs the `ring` crypto provider the driver's rustls needs (process-wide) for TLS,
-    /// unless the application installed one already.
-    pub(crate) fn install_tls_provider(&self) {
-        if self.url.starts_with("rediss") || self.tls_root.is_some() {
-            // An error only means a provider is installed.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+    /// Whether TLS, if the URL asks for it (`rediss://`, `rediss+cluster://`), can be used:
+    /// [`Error::Config`] when no rustls crypto provider is installed. The driver builds its rustls configuration from the
+    /// process-wide default provider and panics without one; latchkey does not install one
+    /// (that is the application's choice), so it says so here instead.
+    #[cfg(feature = "tls")]
+    fn check_tls_provider(&self) -> Result<()> {
+        if !self.url.starts_with("rediss") {
+            return Ok(());
+        }
+        match rustls::crypto::CryptoProvider::get_default() {
+            Some(_) => Ok(()),
+            None => Err(Error::Config {
+                reason: format!(
+                    "`{}` needs TLS, and no rustls crypto provider is installed: call \
+                     `rustls::crypto::ring::default_provider().install_default()` (or \
+                     `aws_lc_rs`) once at the start of the program, before connecting",
+                    redact(&self.url)
+                ),
+            }),
         }
     }
 
+    #[cfg(feature = "tls")]
     fn certificates(&self) -> Option<redis::TlsCertificates> {
         if self.tls_root.is_none() && self.tls_identity.is_none() {
             return None;
@@ -104,19 +131,29 @@ impl Endpoint {
     }
 
     /// Where `topology` is, with this endpoint's TLS material and timeouts. Sends nothing.
+    /// [`Error::FeatureDisabled`] for a deployment whose feature this build leaves out.
     pub(crate) fn target(&self, topology: &Topology) -> Result<Target> {
+        missing_feature(&self.url, topology, built_with)?;
+        #[cfg(feature = "tls")]
+        self.check_tls_provider()?;
         let config_error = |e: redis::RedisError| Error::Config {
             reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
         };
         match topology {
             Topology::Single(url) => {
+                #[cfg(feature = "tls")]
                 let client = match self.certificates() {
                     Some(certs) => redis::Client::build_with_tls(url.as_str(), certs),
                     None => redis::Client::open(url.as_str()),
-                }
-                .map_err(config_error)?;
-                Ok(Target::Fixed(Box::new(client)))
+                };
+                #[cfg(not(feature = "tls"))]
+                let client = redis::Client::open(url.as_str());
+                Ok(Target::Fixed(Box::new(client.map_err(config_error)?)))
             }
+            // Refused by `missing_feature` already.
+            #[cfg(not(feature = "sentinel"))]
+            Topology::Sentinel { .. } => Err(disabled("sentinel", "Sentinel", &self.url)),
+            #[cfg(feature = "sentinel")]
             Topology::Sentinel {
                 sentinels,
                 master,
@@ -139,8 +176,12 @@ impl Endpoint {
                     command_timeout: self.command_timeout,
                 })))
             }
+            #[cfg(not(feature = "cluster"))]
+            Topology::Cluster(_) => Err(disabled("cluster", "Cluster", &self.url)),
+            #[cfg(feature = "cluster")]
             Topology::Cluster(nodes) => Ok(Target::Cluster(Arc::new(ClusterTarget {
                 nodes: nodes.clone(),
+                #[cfg(feature = "tls")]
                 certificates: self.certificates(),
                 connect_timeout: self.connect_timeout,
                 command_timeout: self.command_timeout,
@@ -164,11 +205,13 @@ impl Endpoint {
                     ConnectionManager::new_with_config((**client).clone(), manager_config).await?;
                 Ok(Conn::single(manager, self.command_timeout))
             }
+            #[cfg(feature = "cluster")]
             Target::Cluster(cluster) => {
                 let client = cluster.command_client()?;
                 let conn = client.get_async_connection().await?;
                 Ok(Conn::cluster(conn, self.command_timeout))
             }
+            #[cfg(feature = "sentinel")]
             Target::Sentinel(_) => {
                 let conn = Conn::sentinel(
                     target.clone(),
@@ -215,6 +258,46 @@ pub(crate) async fn connected_replicas(conn: &Conn, slot: u16) -> Result<u32> {
         .unwrap_or(0))
 }
 
+/// Whether this build has the cargo feature `feature` of latchkey.
+fn built_with(feature: &str) -> bool {
+    (feature == "tls" && cfg!(feature = "tls"))
+        || (feature == "cluster" && cfg!(feature = "cluster"))
+        || (feature == "sentinel" && cfg!(feature = "sentinel"))
+}
+
+/// [`Error::FeatureDisabled`] if `url` (which names `topology`) needs a feature that `enabled`
+/// says this build leaves out: `tls` for `rediss://` and `rediss+cluster://`, `cluster` for a
+/// Cluster, `sentinel` for a Sentinel group.
+fn missing_feature(url: &str, topology: &Topology, enabled: impl Fn(&str) -> bool) -> Result<()> {
+    let needs = [
+        (
+            matches!(topology, Topology::Sentinel { .. }),
+            "sentinel",
+            "Sentinel",
+        ),
+        (
+            matches!(topology, Topology::Cluster(_)),
+            "cluster",
+            "Cluster",
+        ),
+        (url.starts_with("rediss"), "tls", "TLS"),
+    ];
+    match needs
+        .into_iter()
+        .find(|&(needs, feature, _)| needs && !enabled(feature))
+    {
+        Some((_, feature, kind)) => Err(disabled(feature, kind, url)),
+        None => Ok(()),
+    }
+}
+
+fn disabled(feature: &'static str, kind: &str, url: &str) -> Error {
+    Error::FeatureDisabled {
+        feature,
+        what: format!("the {kind} url `{}`", redact(url)),
+    }
+}
+
 /// The deployment a URL names.
 pub(crate) enum Topology {
     /// `redis://…` or `rediss://…`.
@@ -222,6 +305,7 @@ pub(crate) enum Topology {
     /// `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/<db>]`: the
     /// sentinels' addresses and the monitored primary's name; the credentials are those of the
     /// data nodes.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
     Sentinel {
         sentinels: Vec<String>,
         master: String,
@@ -229,6 +313,7 @@ pub(crate) enum Topology {
     },
     /// `redis+cluster://[user:password@]host:port[,host:port…]` (or `rediss+cluster://`): seed
     /// nodes of a Redis Cluster.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     Cluster(Vec<String>),
 }
 
@@ -356,6 +441,50 @@ pub(crate) async fn cluster_shards(conn: &Conn, slot: Option<u16>) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A URL whose deployment the build leaves out is refused, typed, naming the feature to
+    /// enable and the URL without its password; with every feature it is accepted. (The tests
+    /// are built with every feature: the builds without are `cargo check`ed by `.ci/run`.)
+    #[test]
+    fn a_url_whose_feature_is_off_names_the_feature() {
+        let cases = [
+            ("redis+cluster://u:secret@127.0.0.1:7000", "cluster"),
+            ("rediss+cluster://u:secret@127.0.0.1:7000", "cluster"),
+            (
+                "redis+sentinel://u:secret@127.0.0.1:26379/mymaster",
+                "sentinel",
+            ),
+            ("rediss://u:secret@127.0.0.1:6380", "tls"),
+        ];
+        for (url, feature) in cases {
+            let topology = Topology::parse(url).expect("a valid url");
+            assert!(missing_feature(url, &topology, |_| true).is_ok(), "{url}");
+            let err = missing_feature(url, &topology, |f| f != feature).unwrap_err();
+            assert!(err.is_feature_disabled(), "{url}: {err}");
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("features = [\"{feature}\"]")),
+                "{message}"
+            );
+            assert!(
+                message.contains("***@127.0.0.1") && !message.contains("secret"),
+                "{message}"
+            );
+        }
+        // `rediss+cluster://` needs both: either one missing is named.
+        let url = "rediss+cluster://127.0.0.1:7000";
+        let topology = Topology::parse(url).unwrap();
+        let err = missing_feature(url, &topology, |f| f != "tls").unwrap_err();
+        assert!(
+            matches!(err, Error::FeatureDisabled { feature: "tls", .. }),
+            "{err}"
+        );
+        // A plain server needs none.
+        let url = "redis://127.0.0.1:6379";
+        let topology = Topology::parse(url).unwrap();
+        assert!(missing_feature(url, &topology, |_| false).is_ok());
+        assert!(["tls", "cluster", "sentinel"].into_iter().all(built_with));
+    }
 
     #[test]
     fn redacts_passwords() {

@@ -141,6 +141,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// The URL needs a cargo feature of latchkey that this build leaves out: `tls` for
+    /// `rediss://`, `cluster` for `redis+cluster://`, `sentinel` for `redis+sentinel://`.
+    /// Nothing was sent; enable the feature in `Cargo.toml`.
+    ///
+    /// ```
+    /// let err = latchkey::Error::FeatureDisabled {
+    ///     feature: "cluster",
+    ///     what: "the Cluster url `redis+cluster://127.0.0.1:7000`".into(),
+    /// };
+    /// assert!(err.is_feature_disabled());
+    /// assert!(err.to_string().contains(r#"features = ["cluster"]"#));
+    /// ```
+    #[error(
+        "{what} needs latchkey's `{feature}` feature, which this build leaves out; enable it in \
+         Cargo.toml: latchkey = {{ version = \"…\", features = [\"{feature}\"] }}"
+    )]
+    FeatureDisabled {
+        /// The feature to enable: `"tls"`, `"cluster"` or `"sentinel"`.
+        feature: &'static str,
+        /// What needed it (the URL, its password hidden).
+        what: String,
+    },
+
     /// Fewer nodes than a quorum could be locked (RedLock).
     #[error("only {acquired} of {nodes} nodes could be locked; {quorum} are needed")]
     QuorumUnavailable {
@@ -441,6 +464,11 @@ impl Error {
     /// The connection settings are unusable ([`Error::Config`]).
     pub fn is_config(&self) -> bool {
         matches!(self, Error::Config { .. })
+    }
+
+    /// The URL needs a cargo feature this build leaves out ([`Error::FeatureDisabled`]).
+    pub fn is_feature_disabled(&self) -> bool {
+        matches!(self, Error::FeatureDisabled { .. })
     }
 
     /// Not enough RedLock nodes could be locked ([`Error::QuorumUnavailable`]).
@@ -946,6 +974,7 @@ mod tests {
                 Error::AuthFailed { .. } => ("AuthFailed", Error::is_auth_failed),
                 Error::PermissionDenied { .. } => ("PermissionDenied", Error::is_permission_denied),
                 Error::Config { .. } => ("Config", Error::is_config),
+                Error::FeatureDisabled { .. } => ("FeatureDisabled", Error::is_feature_disabled),
                 Error::QuorumUnavailable { .. } => {
                     ("QuorumUnavailable", Error::is_quorum_unavailable)
                 }
@@ -987,6 +1016,10 @@ mod tests {
             },
             Error::Config {
                 reason: "bad url".into(),
+            },
+            Error::FeatureDisabled {
+                feature: "tls",
+                what: "the TLS url `rediss://h:1`".into(),
             },
             Error::QuorumUnavailable {
                 acquired: 1,

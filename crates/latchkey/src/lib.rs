@@ -1,4 +1,6 @@
-#![doc = include_str!("../../../README.md")]
+// The crate's README is the repository's (a link, which `cargo package` stores as a file).
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
@@ -918,13 +919,16 @@ enum SubConn {
         sink: PubSubSink,
         stream: PubSubStream,
     },
+    #[cfg(feature = "cluster")]
     Cluster {
         conn: ClusterConnection,
         pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
     },
 }
 
-/// What the subscriber connection delivered.
+/// What the subscriber connection delivered. (Only a cluster connection reports a gap or a
+/// dropped subscription.)
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 enum Incoming {
     Message {
         channel: String,
@@ -943,6 +947,7 @@ enum Incoming {
 impl SubConn {
     async fn connect(target: Target) -> redis::RedisResult<SubConn> {
         match target {
+            #[cfg(feature = "cluster")]
             Target::Cluster(cluster) => {
                 let (tx, pushes) = mpsc::unbounded_channel();
                 let conn = cluster.client(Some(tx))?.get_async_connection().await?;
@@ -958,6 +963,7 @@ impl SubConn {
     async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             SubConn::Plain { sink, .. } => sink.subscribe(channels).await,
+            #[cfg(feature = "cluster")]
             SubConn::Cluster { conn, .. } => {
                 // One at a time: channels of different slots live on different shards.
                 for channel in channels {
@@ -971,6 +977,7 @@ impl SubConn {
     async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
         match self {
             SubConn::Plain { sink, .. } => sink.unsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
             SubConn::Cluster { conn, .. } => {
                 for channel in channels {
                     conn.sunsubscribe(channel).await?;
@@ -983,6 +990,7 @@ impl SubConn {
     async fn ping(&mut self) -> redis::RedisResult<()> {
         match self {
             SubConn::Plain { sink, .. } => sink.ping::<redis::Value>().await.map(drop),
+            #[cfg(feature = "cluster")]
             SubConn::Cluster { conn, .. } => redis::cmd("PING")
                 .query_async::<redis::Value>(conn)
                 .await
@@ -999,6 +1007,7 @@ impl SubConn {
                 },
                 None => Incoming::Closed,
             },
+            #[cfg(feature = "cluster")]
             SubConn::Cluster { pushes, .. } => loop {
                 let Some(push) = pushes.recv().await else {
                     return Incoming::Closed;

@@ -8,16 +8,22 @@
 //! primary is, so an event missed while it was away still counts. When the primary moved, the
 //! command connection is dropped (the next command asks the sentinels again) and the pub/sub
 //! hub reconnects, waking every waiter.
+//!
+//! The watcher is compiled with the `sentinel` feature; the re-sends and [`Follow`] always are
+//! (replica sync follows a primary the sentinels disown through them).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "sentinel")]
 use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{Conn, Verdict};
+use crate::conn::Conn;
+#[cfg(feature = "sentinel")]
+use crate::conn::Verdict;
 use crate::task::Task;
 
 /// How long a lock's last release is kept to be sent again after a failover. A release sent to
@@ -158,15 +164,18 @@ impl Follow {
     }
 }
 
+#[cfg(feature = "sentinel")]
 /// How often the watcher makes sure its sentinel still answers.
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(3);
 
+#[cfg(feature = "sentinel")]
 /// The longest pause between two attempts to reach a sentinel.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// The sentinels' events that say a live replica was attached to a primary: a demoted primary
 /// reconfigured, a replica repointed during a failover. (`+slave` is not one: the sentinels
 /// announce it for a dead demoted primary too, as bookkeeping at the switch.)
+#[cfg(feature = "sentinel")]
 const REPLICA_EVENTS: [&str; 2] = ["+convert-to-slave", "+slave-reconf-done"];
 
 /// Starts the watcher for the Sentinel-monitored `conn` (nothing for other deployments).
@@ -177,17 +186,23 @@ pub(crate) fn start(
     replica_joined: Arc<dyn Fn(&str) + Send + Sync>,
     shutdown: CancellationToken,
 ) {
-    if follow.conn.sentinels().is_none() {
-        return;
-    }
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = shutdown.cancelled() => {}
-            _ = watch(follow, replica_joined) => {}
+    #[cfg(not(feature = "sentinel"))]
+    let _ = (follow, replica_joined, shutdown);
+    #[cfg(feature = "sentinel")]
+    {
+        if follow.conn.sentinels().is_none() {
+            return;
         }
-    });
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = watch(follow, replica_joined) => {}
+            }
+        });
+    }
 }
 
+#[cfg(feature = "sentinel")]
 /// Listens to every sentinel: some events (`+convert-to-slave`) come only from the sentinel
 /// that acted.
 async fn watch(follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
@@ -202,6 +217,7 @@ async fn watch(follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) 
     .await;
 }
 
+#[cfg(feature = "sentinel")]
 /// Listens to the sentinel at `url`, reconnecting for as long as the client lives.
 async fn listen(url: &str, follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
     let conn = &follow.conn;
@@ -278,6 +294,7 @@ async fn listen(url: &str, follow: Follow, replica_joined: Arc<dyn Fn(&str) + Se
     }
 }
 
+#[cfg(feature = "sentinel")]
 /// Follows the switch if the sentinels name another primary than the connected one.
 async fn check(follow: &Follow) {
     let conn = &follow.conn;

@@ -68,7 +68,7 @@ impl AclLine {
 /// The ACL lines of the README's `### ACL` section: single server, Sentinel's data nodes,
 /// cluster.
 fn readme_acl() -> [AclLine; 3] {
-    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
     let (_, section) = readme
         .split_once("\n### ACL\n")
         .expect("an `### ACL` section");

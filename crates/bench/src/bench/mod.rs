@@ -1,4 +1,4 @@
-//! `latchkey bench`: fixed workloads, latchkey next to the peer rslock and the same run's
+//! The workloads of `latchkey-bench`: latchkey next to the peer rslock and the same run's
 //! ceiling, with the targets from the issue tracker.
 
 mod ceiling;

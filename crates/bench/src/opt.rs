@@ -1,0 +1,73 @@
+//! The command line of `latchkey-bench`, as clap structs.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, ValueEnum};
+
+use crate::duration;
+
+/// Measure latchkey and the Rust peer rslock on fixed workloads.
+///
+/// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many (64
+/// tasks on one client, each on its own names), contended (8 clients on one lock, a GET + SET
+/// increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo over 3
+/// independent servers), delayed (5000 items, delays 0.5-3 s), held (pairs while one client
+/// holds 100, 10k and 50k locks; latchkey only), ceiling (sequential and pipelined EVALSHA on
+/// the same server). The ceiling is always measured. The clients run on one thread unless
+/// --multi-thread. Without --redis or REDIS_URL, starts private redis-servers for the run.
+#[derive(Debug, Parser)]
+#[command(name = "latchkey-bench", version)]
+pub struct BenchOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// Workloads to run (default: all).
+    #[arg(value_enum)]
+    pub workloads: Vec<Workload>,
+    /// Print the results as JSON on stdout (progress still goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// How long each timed workload runs (after a short warm-up).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
+    pub duration: Duration,
+    /// Do not measure the peer rslock.
+    #[arg(long)]
+    pub no_peer: bool,
+    /// Run on tokio's multi-threaded runtime (one worker per CPU) instead of one thread. On a
+    /// small machine that also runs Redis, the single thread leaves Redis a core of its own.
+    #[arg(long)]
+    pub multi_thread: bool,
+    /// The 3 servers of redlock3, comma-separated. Default: 3 private redis-servers.
+    #[arg(long, value_name = "URL,URL,URL", value_delimiter = ',')]
+    pub redlock_redis: Vec<String>,
+}
+
+/// How to reach Redis (the same flag as the `latchkey` command's, which `connect` reads).
+#[derive(Clone, Debug, Args)]
+pub struct ConnectOpts {
+    /// Redis URL: redis://[user:password@]host:port[/db], rediss://… (TLS) or
+    /// redis+sentinel://host:port[,host:port…]/master
+    #[arg(long = "redis", env = "REDIS_URL", value_name = "URL")]
+    pub redis: Option<String>,
+}
+
+/// A benchmark workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Workload {
+    /// The same server's raw limit: sequential and pipelined EVALSHA.
+    Ceiling,
+    /// One client, sequential lock+unlock pairs on 64 rotating names.
+    Solo,
+    /// 64 tasks on one client, each on its own names.
+    Many,
+    /// 8 clients on one lock; a non-atomic GET + SET increment inside.
+    Contended,
+    /// `contended` with a fair lock (FIFO across clients).
+    Fair,
+    /// `solo` over 3 independent servers (RedLock), then without fencing and with 8 tasks.
+    Redlock3,
+    /// 5000 items with delays uniform in 0.5-3 s through a delayed queue.
+    Delayed,
+    /// Pairs while one client holds 100, 10k and 50k locks; renewal calls per tick, memory.
+    Held,
+}
