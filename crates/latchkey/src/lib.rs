@@ -40,7 +40,7 @@ pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};
 pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemaphore};
-pub use queue::{BlockingQueue, DelayedQueue, Delivery, ItemId, PendingItem};
+pub use queue::{Ack, BlockingQueue, DelayedQueue, Delivery, ItemId, Nack, PendingItem};
 pub use redlock::{RedLock, RedLockBuilder, RedLockGuard};
 pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};

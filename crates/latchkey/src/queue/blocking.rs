@@ -733,6 +733,90 @@ impl<T> Drop for Popped<T> {
     }
 }
 
+/// What [`Delivery::ack`] did.
+///
+/// An enum rather than a `bool` (which `delivery.ack().await?;` silently drops) or an error
+/// (a duplicate delivery is a normal outcome of at-least-once delivery, not a failure to stop a
+/// worker loop on): `#[must_use]`, so ignoring it is a compiler warning.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+/// use latchkey::Ack;
+///
+/// let delivery = queue.take_reliable().await?;
+/// match delivery.ack().await? {
+///     Ack::Acked => {}
+///     Ack::AlreadyFinished => eprintln!("processed twice: another delivery finished it first"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "`AlreadyFinished` means another delivery of the item finished it first"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ack {
+    /// This call finished the item: it is never delivered again.
+    Acked,
+    /// The item was finished already, through another delivery of it (made after this one's
+    /// visibility timeout ran out) or by removing it: this delivery was no longer the item's
+    /// only one, and the work may have been done twice.
+    AlreadyFinished,
+}
+
+impl Ack {
+    /// Whether this call finished the item ([`Ack::Acked`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(latchkey::Ack::Acked.is_acked());
+    /// assert!(!latchkey::Ack::AlreadyFinished.is_acked());
+    /// ```
+    pub fn is_acked(self) -> bool {
+        self == Ack::Acked
+    }
+}
+
+/// What [`Delivery::nack`] or [`Delivery::nack_after`] did (see [`Ack`] for why an enum).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+/// use latchkey::Nack;
+///
+/// let delivery = queue.take_reliable().await?;
+/// if delivery.nack().await? == Nack::NotOwned {
+///     eprintln!("the item had come back already (visibility timeout) or was finished");
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "`NotOwned` means the delivery no longer held the item"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Nack {
+    /// The item was given back by this call.
+    Released,
+    /// This delivery no longer held the item: it was finished, or its visibility timeout ran
+    /// out and it came back already. Nothing changed.
+    NotOwned,
+}
+
+impl Nack {
+    /// Whether this call gave the item back ([`Nack::Released`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(latchkey::Nack::Released.is_released());
+    /// assert!(!latchkey::Nack::NotOwned.is_released());
+    /// ```
+    pub fn is_released(self) -> bool {
+        self == Nack::Released
+    }
+}
+
 /// A reliable delivery of one item, from [`BlockingQueue::take_reliable`].
 ///
 /// The item stays in Redis, invisible to other consumers, until the delivery is settled:
@@ -820,9 +904,12 @@ impl<T> Delivery<T> {
         )
     }
 
-    /// Acknowledges the delivery: the item is finished and never delivered again. Returns `true`
-    /// if this call finished it, `false` if it was finished already (another delivery of the
-    /// same item, made after this one's visibility timeout ran out, was acknowledged first).
+    /// Acknowledges the delivery: the item is finished and never delivered again. Returns
+    /// [`Ack::Acked`] if this call finished it, [`Ack::AlreadyFinished`] if it was finished
+    /// already (another delivery of the same item, made after this one's visibility timeout ran
+    /// out, was acknowledged first, or the item was removed): the work may then have been done
+    /// twice. [`Ack`] is `#[must_use]`, so `delivery.ack().await?;` alone is a warning: look at
+    /// it, or write `let _ = …` where a duplicate does not matter.
     ///
     /// Any delivery of the item may acknowledge it, even one whose visibility timeout ran out.
     ///
@@ -841,13 +928,17 @@ impl<T> Delivery<T> {
     ///
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use latchkey::Ack;
+    ///
     /// let delivery = queue.take_reliable().await?;
     /// // … process it …
-    /// delivery.ack().await?;
+    /// if delivery.ack().await? == Ack::AlreadyFinished {
+    ///     eprintln!("another consumer finished this item too: processing must be idempotent");
+    /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn ack(mut self) -> Result<bool> {
+    pub async fn ack(mut self) -> Result<Ack> {
         self.settled = true;
         let core = self.core.clone();
         let id = self.id.clone();
@@ -865,15 +956,19 @@ impl<T> Delivery<T> {
                 .conn
                 .script(&invocation, "acknowledging a delivery", &core.name)
                 .await?;
-            Ok(finished == 1)
+            Ok(if finished == 1 {
+                Ack::Acked
+            } else {
+                Ack::AlreadyFinished
+            })
         })
         .await?
     }
 
     /// Gives the item back at once, to the head of the queue, for another consumer (or this
-    /// one) to take. Returns `false` if this delivery no longer held the item (acknowledged, or
-    /// its visibility timeout ran out and it came back already). Dropping the delivery does the
-    /// same without waiting.
+    /// one) to take. Returns [`Nack::NotOwned`] if this delivery no longer held the item
+    /// (acknowledged, or its visibility timeout ran out and it came back already), else
+    /// [`Nack::Released`]. Dropping the delivery does the same without waiting.
     ///
     /// # Cancel safety
     ///
@@ -890,16 +985,17 @@ impl<T> Delivery<T> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// let delivery = queue.take_reliable().await?;
-    /// delivery.nack().await?; // not now
+    /// let _ = delivery.nack().await?; // not now; whether it was still ours does not matter
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn nack(self) -> Result<bool> {
+    pub async fn nack(self) -> Result<Nack> {
         self.release(0).await
     }
 
     /// Gives the item back to the delayed queue, ready again `delay` from now (Redis clock):
-    /// a retry with back-off. Returns `false` if this delivery no longer held the item.
+    /// a retry with back-off. Returns [`Nack::NotOwned`] if this delivery no longer held the
+    /// item (it then keeps the due time it has), else [`Nack::Released`].
     ///
     /// # Cancel safety
     ///
@@ -919,22 +1015,26 @@ impl<T> Delivery<T> {
     /// use std::time::Duration;
     /// let delivery = queue.take_reliable().await?;
     /// let backoff = Duration::from_secs(1 << delivery.attempt().min(10));
-    /// delivery.nack_after(backoff).await?;
+    /// let _ = delivery.nack_after(backoff).await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn nack_after(self, delay: Duration) -> Result<bool> {
+    pub async fn nack_after(self, delay: Duration) -> Result<Nack> {
         let delay_us = check_delay(delay)?;
         self.release(delay_us).await
     }
 
-    async fn release(mut self, delay_us: u64) -> Result<bool> {
+    async fn release(mut self, delay_us: u64) -> Result<Nack> {
         self.settled = true;
         let task = self.requeue_task(delay_us);
         let core = self.core.clone();
         crate::task::detached(async move {
             let released: i64 = task.run(&core.client.inner.conn, &core.name).await?;
-            Ok(released == 1)
+            Ok(if released == 1 {
+                Nack::Released
+            } else {
+                Nack::NotOwned
+            })
         })
         .await?
     }

@@ -123,10 +123,10 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
     assert_eq!(second.id(), &id);
     assert_eq!(second.attempt(), 2);
     let third_try = second.nack().await.unwrap();
-    assert!(third_try);
+    assert_eq!(third_try, latchkey::Nack::Released);
     let third = queue.take_reliable().await.unwrap();
     assert_eq!(third.attempt(), 3);
-    assert!(third.ack().await.unwrap());
+    assert!(third.ack().await.unwrap().is_acked());
     assert_eq!(queue.in_flight().await.unwrap(), 0);
     assert!(queue
         .poll_reliable(Duration::from_millis(100))
@@ -176,7 +176,7 @@ async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visi
     assert_eq!(again.id(), &id);
     assert_eq!(*again, 42);
     assert_eq!(again.attempt(), 2);
-    assert!(again.ack().await.unwrap());
+    assert!(again.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
@@ -200,10 +200,14 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
         "no longer its delivery"
     );
     assert!(
-        slow.ack().await.unwrap(),
+        slow.ack().await.unwrap().is_acked(),
         "any delivery may finish the item"
     );
-    assert!(!fast.ack().await.unwrap(), "already finished");
+    assert_eq!(
+        fast.ack().await.unwrap(),
+        latchkey::Ack::AlreadyFinished,
+        "already finished"
+    );
     assert_eq!(queue.in_flight().await.unwrap(), 0);
 
     // extend keeps a delivery out past its first timeout.
@@ -215,7 +219,7 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
         .await
         .unwrap()
         .is_none());
-    assert!(held.ack().await.unwrap());
+    assert!(held.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
@@ -230,12 +234,13 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
     assert!(delivery
         .nack_after(Duration::from_millis(300))
         .await
-        .unwrap());
+        .unwrap()
+            .is_released());
     assert_eq!(delayed.len().await.unwrap(), 1);
     let again = queue.take_reliable().await.unwrap();
     assert!(released_at.elapsed() >= Duration::from_millis(300));
     assert_eq!(again.attempt(), 2);
-    again.ack().await.unwrap();
+    assert!(again.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -274,7 +279,7 @@ async fn dropped_take_futures_lose_nothing() {
                 Ok(delivery) => {
                     let delivery = delivery.unwrap();
                     *got.entry(*delivery).or_default() += 1;
-                    delivery.ack().await.unwrap();
+                    let _ = delivery.ack().await.unwrap();
                 }
                 Err(_) => abandoned += 1,
             }
@@ -311,7 +316,7 @@ async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
     assert!(err.is_codec(), "{err}");
     let six = numbers.take_reliable().await.unwrap();
     assert_eq!(*six, 6);
-    six.ack().await.unwrap();
+    assert!(six.ack().await.unwrap().is_acked());
     assert_eq!(numbers.dead_letter_len().await.unwrap(), 2);
     assert_eq!(numbers.in_flight().await.unwrap(), 0);
     assert!(numbers.is_empty().await.unwrap());
@@ -366,7 +371,7 @@ async fn wrong_key_types_and_bad_settings_are_typed_errors() {
         .await
         .unwrap_err()
         .is_invalid_argument());
-    assert!(delivery.ack().await.unwrap());
+    assert!(delivery.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
