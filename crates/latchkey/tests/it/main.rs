@@ -14,6 +14,7 @@ mod cluster;
 mod delayed_queue;
 mod deployments;
 mod fair_lock;
+mod inspect;
 mod latch;
 mod lock;
 mod multi_lock;
