@@ -9,6 +9,7 @@ mod connect;
 mod demo;
 mod duration;
 mod exit;
+mod list;
 mod opt;
 mod queue;
 mod release;

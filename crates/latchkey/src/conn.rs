@@ -501,12 +501,17 @@ impl Conn {
             return Ok(vec![0]);
         }
         let ranges: Vec<Value> = self
-            .query(&redis::cmd("CLUSTER").arg("SLOTS"), "reading the cluster's slots", "")
+            .query(
+                &redis::cmd("CLUSTER").arg("SLOTS"),
+                "reading the cluster's slots",
+                "",
+            )
             .await?;
         let mut primaries = std::collections::BTreeMap::new();
         for range in ranges {
             let Value::Array(parts) = range else { continue };
-            let (Some(Value::Int(start)), Some(Value::Array(primary))) = (parts.first(), parts.get(2))
+            let (Some(Value::Int(start)), Some(Value::Array(primary))) =
+                (parts.first(), parts.get(2))
             else {
                 continue;
             };

@@ -235,7 +235,7 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
         .nack_after(Duration::from_millis(300))
         .await
         .unwrap()
-            .is_released());
+        .is_released());
     assert_eq!(delayed.len().await.unwrap(), 1);
     let again = queue.take_reliable().await.unwrap();
     assert!(released_at.elapsed() >= Duration::from_millis(300));

@@ -42,7 +42,11 @@ async fn inspect_recognizes_every_kind_with_its_state() {
     let leased = client.permit_semaphore("p");
     assert!(leased.try_set_permits(2).await.unwrap());
     let held = leased.acquire(1).await.unwrap();
-    let found = client.inspect("p").await.unwrap().expect("a permit semaphore");
+    let found = client
+        .inspect("p")
+        .await
+        .unwrap()
+        .expect("a permit semaphore");
     assert_eq!(found.kind, Kind::PermitSemaphore);
     assert_eq!(found.available_permits, Some(1));
     assert_eq!(found.leased_permits.len(), 1);
@@ -86,7 +90,11 @@ async fn inspect_shows_a_fair_locks_queue() {
 async fn scan_names_lists_objects_once_and_keeps_to_the_namespace() {
     let server = RedisServer::spawn();
     let plain = client(&server).await;
-    let billing = builder(&server).namespace("billing").connect().await.unwrap();
+    let billing = builder(&server)
+        .namespace("billing")
+        .connect()
+        .await
+        .unwrap();
     let lock = billing.lock("job:1");
     let _guard = lock.lock().await.unwrap();
     let rw = billing.rw_lock("job:2");
@@ -101,7 +109,10 @@ async fn scan_names_lists_objects_once_and_keeps_to_the_namespace() {
         vec!["job:1", "job:2", "job:3"],
         "the fencing counter, read lease and permit leases are not names"
     );
-    assert_eq!(billing.scan_names("job:[12]").await.unwrap(), vec!["job:1", "job:2"]);
+    assert_eq!(
+        billing.scan_names("job:[12]").await.unwrap(),
+        vec!["job:1", "job:2"]
+    );
     assert_eq!(
         plain.scan_names("job:*").await.unwrap(),
         vec!["job:9"],

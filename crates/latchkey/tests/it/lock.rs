@@ -1217,7 +1217,12 @@ async fn a_new_owner_does_not_reenter_but_a_clone_does() {
         .with_thread_wait_time(Duration::from_secs(7))
         .unwrap();
     let guard = fair.lock().await.unwrap();
-    assert!(fair.clone().try_lock(Duration::ZERO).await.unwrap().is_some());
+    assert!(fair
+        .clone()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_some());
     let other = fair.new_owner();
     assert_ne!(other.owner_id(), fair.owner_id());
     assert_eq!(other.thread_wait_time(), Duration::from_secs(7));
@@ -1241,6 +1246,11 @@ async fn a_new_owner_does_not_reenter_but_a_clone_does() {
         .await
         .unwrap()
         .is_none());
-    assert!(other.read().try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(other
+        .read()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
     drop(write);
 }
