@@ -7,7 +7,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 use serde::de::DeserializeOwned;
@@ -450,10 +450,12 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         let popped = crate::task::detached(async move {
-            let Some([id, payload]) = take_script::<2>(&core, "pop", 0).await? else {
+            let Some([id, payload, due]) = take_script::<3>(&core, "pop", 0).await? else {
                 return Ok(None);
             };
-            let (Value::BulkString(id), Value::BulkString(payload)) = (id, payload) else {
+            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(due_ms)) =
+                (id, payload, due)
+            else {
                 return Err(unexpected("the take script", "pop"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
@@ -462,6 +464,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     core,
                     id,
                     payload,
+                    due_ms,
                     item: Some(item),
                 })),
                 Err(e) => {
@@ -480,13 +483,17 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         crate::task::detached(async move {
-            let Some([id, payload, attempt]) =
-                take_script::<3>(&core, "claim", visibility_ms).await?
+            let Some([id, payload, attempt, due]) =
+                take_script::<4>(&core, "claim", visibility_ms).await?
             else {
                 return Ok(None);
             };
-            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(attempt)) =
-                (id, payload, attempt)
+            let (
+                Value::BulkString(id),
+                Value::BulkString(payload),
+                Value::Int(attempt),
+                Value::Int(due_ms),
+            ) = (id, payload, attempt, due)
             else {
                 return Err(unexpected("the take script", "claim"));
             };
@@ -498,6 +505,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     item,
                     id,
                     attempt: attempt.max(0) as u64,
+                    due: (due_ms >= 0).then(|| UNIX_EPOCH + Duration::from_millis(due_ms as u64)),
                     core,
                     settled: false,
                 })),
@@ -626,6 +634,7 @@ async fn take_script<const N: usize>(
             .key(&*keys.items)
             .key(&*keys.unacked)
             .key(&*keys.attempts)
+            .key(&*keys.due)
             .arg(mode)
             .arg(visibility_ms);
         let reply: Value = core
@@ -659,6 +668,7 @@ async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
         .key(&*keys.items)
         .key(&*keys.unacked)
         .key(&*keys.attempts)
+        .key(&*keys.due)
         .arg(id.as_str())
         .arg(payload);
     let result: Result<i64> = core
@@ -683,6 +693,8 @@ struct Popped<T> {
     core: Arc<Core>,
     id: ItemId,
     payload: Vec<u8>,
+    /// The due time the take script removed with the item (-1: none), put back with it.
+    due_ms: i64,
     item: Option<T>,
 }
 
@@ -700,6 +712,7 @@ impl<T> Drop for Popped<T> {
         let core = self.core.clone();
         let id = self.id.clone();
         let payload = std::mem::take(&mut self.payload);
+        let due_ms = self.due_ms;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!(queue = %core.name, item = %id, "latchkey could not put back an item taken for a caller that went away: no runtime");
             return;
@@ -715,11 +728,13 @@ impl<T> Drop for Popped<T> {
                 .key(&*keys.delayed)
                 .key(&*keys.ready_channel)
                 .key(&*keys.delay_channel)
+                .key(&*keys.due)
                 .arg("popped")
                 .arg(id.as_str())
                 .arg(&payload[..])
                 .arg(0)
-                .arg(core.client.inner.conn.publish_command());
+                .arg(core.client.inner.conn.publish_command())
+                .arg(due_ms);
             let result: Result<i64> = core
                 .client
                 .inner
@@ -830,6 +845,7 @@ pub struct Delivery<T> {
     item: T,
     id: ItemId,
     attempt: u64,
+    due: Option<SystemTime>,
     core: Arc<Core>,
     settled: bool,
 }
@@ -840,6 +856,7 @@ impl<T> fmt::Debug for Delivery<T> {
             .field("queue", &self.core.name)
             .field("id", &self.id)
             .field("attempt", &self.attempt)
+            .field("due", &self.due)
             .finish_non_exhaustive()
     }
 }
@@ -879,6 +896,32 @@ impl<T> Delivery<T> {
         self.attempt
     }
 
+    /// When the item was due, by the Redis server's clock: the time its delay ended (for an
+    /// item put in directly, the time it was put in), or, after [`Delivery::nack_after`], the
+    /// end of that delay. A redelivery after a visibility timeout or a [`Delivery::nack`]
+    /// keeps it, so `SystemTime::now()` minus it is how late this delivery is (give or take the
+    /// clock skew between this host and Redis). `None` for an item offered by a latchkey
+    /// version that did not record it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::SystemTime;
+    ///
+    /// let delivery = queue.take_reliable().await?;
+    /// if let Some(due) = delivery.due_time() {
+    ///     let late = SystemTime::now().duration_since(due).unwrap_or_default();
+    ///     println!("attempt {}, {late:?} after it was due", delivery.attempt());
+    /// }
+    /// let _ = delivery.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn due_time(&self) -> Option<SystemTime> {
+        self.due
+    }
+
     /// The requeue task for this delivery.
     fn requeue_task(&self, delay_us: u64) -> Task {
         let keys = &self.core.keys;
@@ -892,6 +935,7 @@ impl<T> Delivery<T> {
                 keys.delayed.clone(),
                 keys.ready_channel.clone(),
                 keys.delay_channel.clone(),
+                keys.due.clone(),
             ],
             vec![
                 "claimed".to_owned(),
@@ -949,6 +993,7 @@ impl<T> Delivery<T> {
                 .key(&*keys.unacked)
                 .key(&*keys.items)
                 .key(&*keys.attempts)
+                .key(&*keys.due)
                 .arg(id.as_str());
             let finished: i64 = core
                 .client

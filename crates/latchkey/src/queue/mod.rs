@@ -216,6 +216,7 @@ impl Core {
             .key(&*keys.ready)
             .key(&*keys.delay_channel)
             .key(&*keys.ready_channel)
+            .key(&*keys.due)
             .arg(match when {
                 When::In => "in",
                 When::At => "at",

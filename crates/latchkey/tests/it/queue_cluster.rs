@@ -26,13 +26,14 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const STOP: &str = "observer-stop";
 
 /// The key prefixes of one queue (see the `DelayedQueue` docs).
-const KEY_PREFIXES: [&str; 6] = [
+const KEY_PREFIXES: [&str; 7] = [
     "latchkey_delay_queue_timeout",
     "latchkey_queue",
     "latchkey_queue_items",
     "latchkey_queue_unacked",
     "latchkey_queue_attempts",
     "latchkey_queue_dead",
+    "latchkey_queue_due",
 ];
 
 static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
