@@ -502,7 +502,7 @@ impl Conn {
         }
         let ranges: Vec<Value> = self
             .query(
-                &redis::cmd("CLUSTER").arg("SLOTS"),
+                redis::cmd("CLUSTER").arg("SLOTS"),
                 "reading the cluster's slots",
                 "",
             )
