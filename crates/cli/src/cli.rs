@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::connect::Target;
 use crate::exit;
 use crate::opt::{Command, Opt};
-use crate::{demo, queue, release, run as run_cmd, status};
+use crate::{demo, list, queue, release, run as run_cmd, status};
 
 /// Runs one subcommand to completion and returns its exit code.
 ///
@@ -22,6 +22,7 @@ pub fn run(opt: Opt) -> Result<ExitCode> {
     match opt.command {
         Command::Run(opt) => current_thread()?.block_on(run_cmd::run(opt)),
         Command::Status(opt) => current_thread()?.block_on(status::run(opt)),
+        Command::List(opt) => current_thread()?.block_on(list::run(opt)),
         Command::Release(opt) => current_thread()?.block_on(release::run(opt)),
         Command::Queue(opt) => current_thread()?.block_on(queue::run(opt)),
         Command::Demo(opt) => {

@@ -8,6 +8,7 @@ mod connect;
 mod demo;
 mod duration;
 mod exit;
+mod list;
 mod opt;
 mod queue;
 mod release;

@@ -36,8 +36,17 @@ pub enum Command {
         override_usage = "latchkey run [OPTIONS] <LOCK> -- <COMMAND> [ARGS]..."
     )]
     Run(RunOpt),
-    /// Show a lock: holders, hold counts, remaining lease, fencing token, waiting clients.
+    /// Show locks and semaphores: holders, hold counts, remaining lease, fencing token, waiting
+    /// clients; a fair lock's queue, a read-write lock's mode, a semaphore's permits.
+    ///
+    /// The kind is recognized from what is kept under each name. With --watch, a live view
+    /// (redrawn in place on a terminal, a snapshot per read otherwise) until Ctrl-C.
     Status(StatusOpt),
+    /// List the locks and semaphores that exist, with kind, holder count and lease.
+    ///
+    /// Uses SCAN (never KEYS), on every primary of a cluster. The keys derived from a name
+    /// (fencing counters, queues, leases) are not listed.
+    List(ListOpt),
     /// Release a lock whoever holds it (its holders see their lock lost).
     Release(ReleaseOpt),
     /// Offer items to a delayed queue, take ready items, show a queue's counts.
@@ -108,9 +117,27 @@ pub struct StatusOpt {
     /// How to reach Redis.
     #[command(flatten)]
     pub connect: ConnectOpts,
-    /// The lock's name.
-    pub lock: String,
-    /// Print JSON on stdout.
+    /// The names of the locks or semaphores.
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+    /// Print JSON on stdout: one object per name, one per line.
+    #[arg(long, conflicts_with = "watch")]
+    pub json: bool,
+    /// Keep showing them, refreshed in place (Redis is read twice a second), until Ctrl-C.
+    #[arg(short, long)]
+    pub watch: bool,
+}
+
+/// Options of `latchkey list`.
+#[derive(Debug, Args)]
+pub struct ListOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// Only names matching this glob (`*`, `?`, `[abc]`; `\` escapes).
+    #[arg(default_value = "*")]
+    pub pattern: String,
+    /// Print a JSON array on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -431,3 +431,252 @@ async fn run_waits_through_a_redis_stall() {
     let out = waiting.await.unwrap();
     assert_eq!(out.status.code(), Some(7));
 }
+
+/// `status --json` with one name of each kind, each really held: one JSON object per line, in
+/// the order given, with the kind recognized and the holders, lease, token, queue and permits.
+#[tokio::test]
+async fn status_json_describes_every_kind() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let lock = client.lock("l");
+    let lock_guard = lock.lock().await.unwrap();
+    let fair = client.fair_lock("f");
+    let fair_guard = fair.lock().await.unwrap();
+    let waiter = fair.new_owner();
+    let waiter_id = waiter.owner_id().to_owned();
+    let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
+    let rw = client.rw_lock("rw");
+    let write = rw.write().lock().await.unwrap();
+    let semaphore = client.semaphore("s");
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let permits = semaphore.acquire(2).await.unwrap();
+    let leased = client.permit_semaphore("p");
+    assert!(leased.try_set_permits(2).await.unwrap());
+    let lease = leased.acquire(1).await.unwrap();
+    // The waiter is in the fair lock's line once its entry is there.
+    for _ in 0..200 {
+        if !fair.queue().await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let out = output(latchkey(
+        Some(&server),
+        &["status", "l", "f", "rw", "s", "p", "--json"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    let [l, f, w, s, p] = &lines[..] else {
+        unreachable!()
+    };
+    assert_eq!(l["kind"], "lock");
+    assert_eq!(l["holders"][0]["owner"], lock.owner_id());
+    assert_eq!(l["fencing_token"], lock_guard.fencing_token());
+    assert!(l["remaining_lease_ms"].as_u64().unwrap() > 0);
+
+    assert_eq!(f["kind"], "fair_lock");
+    assert_eq!(f["holders"][0]["owner"], fair.owner_id());
+    assert_eq!(f["fair_queue"], serde_json::json!([waiter_id]));
+
+    assert_eq!(w["kind"], "rw_lock");
+    assert_eq!(w["mode"], "write");
+    assert_eq!(w["locked"], true);
+    assert_eq!(
+        w["holders"][0]["owner"],
+        format!("{}:write", rw.owner_id()),
+        "the writer's field"
+    );
+    assert_eq!(w["fencing_token"], write.fencing_token());
+
+    assert_eq!(s["kind"], "semaphore");
+    assert_eq!(s["available"], 1);
+    assert_eq!(s["permits"], 3);
+
+    assert_eq!(p["kind"], "permit_semaphore");
+    assert_eq!(p["available"], 1);
+    assert_eq!(p["leased"][0]["id"], lease.ids()[0].to_string());
+    assert!(p["leased"][0]["remaining_lease_ms"].as_u64().unwrap() > 0);
+
+    fair_guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    drop((lock_guard, write, permits, lease));
+}
+
+/// `status --watch` with stdout not a terminal prints a stamped snapshot per read, without
+/// cursor movement, and exits 0 on SIGINT.
+#[tokio::test]
+async fn status_watch_on_a_pipe_prints_snapshots_until_sigint() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let _guard = client.lock("watched").lock().await.unwrap();
+    let mut command = latchkey(Some(&server), &["status", "--watch", "watched"]);
+    command.stdout(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("run latchkey");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut snapshots = 0;
+    while snapshots < 3 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("snapshots keep coming")
+            .unwrap()
+            .expect("still running");
+        if line.starts_with("--- ") {
+            snapshots += 1;
+        }
+        seen.push(line);
+    }
+    let text = seen.join("\n");
+    assert!(!text.contains('\x1b'), "no cursor movement: {text}");
+    assert!(text.contains("lock      watched"), "{text}");
+    assert!(text.contains("state     held by 1 owner"), "{text}");
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "Ctrl-C is a clean exit");
+}
+
+/// The rows of `latchkey list --json [pattern]`.
+async fn list_json(url: &str, pattern: Option<&str>) -> Vec<serde_json::Value> {
+    let mut args = vec!["list", "--json"];
+    args.extend(pattern);
+    let mut command = latchkey(None, &args);
+    command.env("REDIS_URL", url);
+    let out = output(command).await;
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    json.as_array().expect("an array").clone()
+}
+
+fn names_and_kinds(rows: &[serde_json::Value]) -> Vec<(String, String)> {
+    rows.iter()
+        .map(|row| {
+            (
+                row["name"].as_str().unwrap().to_owned(),
+                row["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `list` finds every kind once, with its holders and lease; the keys derived from the names
+/// (fencing counters, wait queues, read leases, permit leases, queue keys) and keys of other
+/// types are not listed; a pattern filters.
+#[tokio::test]
+async fn list_finds_every_kind_once_and_filters_by_pattern() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let lock = client.lock("job:lock");
+    let _lock = lock.lock().await.unwrap();
+    // Released: the lock is gone, its fencing counter stays.
+    client
+        .lock("job:gone")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let rw = client.rw_lock("job:rw");
+    let _read = rw.read().lock().await.unwrap();
+    let semaphore = client.semaphore("job:sem");
+    assert!(semaphore.try_set_permits(4).await.unwrap());
+    let _permits = semaphore.acquire(1).await.unwrap();
+    let leased = client.permit_semaphore("job:psem");
+    assert!(leased.try_set_permits(2).await.unwrap());
+    let _lease = leased.acquire(2).await.unwrap();
+    client
+        .delayed_queue::<u64>("job:queue")
+        .offer(&1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut conn = server.conn().await;
+    let _: () = redis::cmd("RPUSH")
+        .arg("job:list")
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let rows = list_json(&server.url(), None).await;
+    assert_eq!(
+        names_and_kinds(&rows),
+        [
+            ("job:lock", "lock"),
+            ("job:psem", "permit_semaphore"),
+            ("job:rw", "rw_lock"),
+            ("job:sem", "semaphore"),
+        ]
+        .map(|(n, k)| (n.to_owned(), k.to_owned()))
+    );
+    assert_eq!(rows[0]["holders"], 1);
+    assert!(rows[0]["remaining_lease_ms"].as_u64().unwrap() > 0);
+    assert_eq!(rows[1]["holders"], 2);
+    assert_eq!(rows[2]["holders"], 1);
+    assert_eq!(rows[3]["holders"], 1);
+    assert_eq!(rows[3]["available_permits"], 3);
+
+    let rows = list_json(&server.url(), Some("job:*sem")).await;
+    assert_eq!(
+        names_and_kinds(&rows),
+        [("job:psem", "permit_semaphore"), ("job:sem", "semaphore")]
+            .map(|(n, k)| (n.to_owned(), k.to_owned()))
+    );
+    assert!(list_json(&server.url(), Some("nomatch*")).await.is_empty());
+
+    let out = output(latchkey(Some(&server), &["list", "job:l*"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(text.contains("job:lock"), "{text}");
+    assert!(!text.contains("job:list"), "{text}");
+}
+
+/// On a cluster, `list` scans every primary: names spread over all three are all found.
+#[tokio::test]
+async fn list_on_a_cluster_finds_the_names_of_every_primary() {
+    let cluster = latchkey_test_support::RedisCluster::spawn(3, 0);
+    let hosts: Vec<String> = cluster.primaries().iter().map(|n| n.addr()).collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let client = Client::connect(&url).await.expect("connect");
+    let mut names = Vec::new();
+    let mut guards = Vec::new();
+    for i in 0..24 {
+        let name = format!("shard-lock-{i:02}");
+        guards.push(client.lock(name.clone()).lock().await.unwrap());
+        names.push(name);
+    }
+    let semaphore = client.semaphore("shard-sem");
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    // Every primary holds some of them.
+    for node in cluster.primaries() {
+        let mut conn = node.conn().await;
+        let size: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        assert!(size > 0, "a primary without keys: the names did not spread");
+    }
+
+    let rows = list_json(&url, Some("shard-*")).await;
+    let mut expected: Vec<(String, String)> = names
+        .iter()
+        .map(|n| (n.clone(), "lock".to_owned()))
+        .collect();
+    expected.push(("shard-sem".to_owned(), "semaphore".to_owned()));
+    expected.sort();
+    assert_eq!(names_and_kinds(&rows), expected);
+    drop(guards);
+}

@@ -6,6 +6,8 @@
 -- KEYS[3]  the ready list of item ids (consumers pop from the left)
 -- KEYS[4]  the delay channel: gets the due time when an offered item becomes the earliest
 -- KEYS[5]  the ready channel: gets the number of ids pushed to the ready list
+-- KEYS[6]  the due hash: item id -> due time (ms since the epoch, server clock), kept until the
+--          item is finished so that its deliveries can tell when it was due
 -- ARGV[1]  'in': the times below are delays in microseconds from the server's TIME;
 --          'at': they are due times in milliseconds since the epoch
 -- ARGV[2], ARGV[3], ARGV[4], ...  one triple per item: id, delay or due time, payload
@@ -17,6 +19,7 @@
 expect_type(KEYS[1], 'zset', 'the delayed zset')
 expect_type(KEYS[2], 'hash', 'the item hash')
 expect_type(KEYS[3], 'list', 'the ready list')
+expect_type(KEYS[6], 'hash', 'the due hash')
 
 -- The last ARGV is the publish command: "publish", or "spublish" on a cluster.
 local publish = publish_command(ARGV[#ARGV])
@@ -62,6 +65,7 @@ for i = 0, count - 1 do
         is_due = due <= now
     end
     redis.call('hset', KEYS[2], id, ARGV[4 + 3 * i])
+    redis.call('hset', KEYS[6], id, string.format('%d', due))
     if is_due and not overdue then
         ready[#ready + 1] = id
     else

@@ -3,6 +3,7 @@
 -- KEYS[1]  the unacked zset
 -- KEYS[2]  the item hash
 -- KEYS[3]  the attempt hash
+-- KEYS[4]  the due hash
 -- ARGV[1]  the item id
 --
 -- Returns 1 when this call finished the item, 0 when it was already finished (acknowledged
@@ -13,7 +14,9 @@ acl_check({'hdel', 'type', 'zrem'})
 expect_type(KEYS[1], 'zset', 'the unacked zset')
 expect_type(KEYS[2], 'hash', 'the item hash')
 expect_type(KEYS[3], 'hash', 'the attempt hash')
+expect_type(KEYS[4], 'hash', 'the due hash')
 
 redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[3], ARGV[1])
+redis.call('hdel', KEYS[4], ARGV[1])
 return redis.call('hdel', KEYS[2], ARGV[1])

@@ -5,6 +5,7 @@
 -- KEYS[2]  the item hash
 -- KEYS[3]  the unacked zset
 -- KEYS[4]  the attempt hash
+-- KEYS[5]  the due hash
 -- ARGV[1]  the item id
 -- ARGV[2]  the payload
 --
@@ -14,9 +15,11 @@ expect_type(KEYS[1], 'hash', 'the dead-letter hash')
 expect_type(KEYS[2], 'hash', 'the item hash')
 expect_type(KEYS[3], 'zset', 'the unacked zset')
 expect_type(KEYS[4], 'hash', 'the attempt hash')
+expect_type(KEYS[5], 'hash', 'the due hash')
 
 redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
 redis.call('hdel', KEYS[2], ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('hdel', KEYS[4], ARGV[1])
+redis.call('hdel', KEYS[5], ARGV[1])
 return 1

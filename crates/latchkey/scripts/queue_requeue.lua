@@ -8,13 +8,15 @@
 -- KEYS[5]  the delayed zset
 -- KEYS[6]  the ready channel
 -- KEYS[7]  the delay channel
+-- KEYS[8]  the due hash: item id -> due time (ms since the epoch)
 -- ARGV[1]  'claimed': ARGV[3] is the attempt number of the delivery being released; nothing
 --          happens unless that delivery still holds the item (not acknowledged, not timed out
 --          and claimed again);
 --          'popped': ARGV[3] is the payload, which `pop` had removed
 -- ARGV[2]  the item id
 -- ARGV[4]  delay in microseconds before the item is ready again (0: at once, at the head of
---          the ready list)
+--          the ready list); with a delay the item's due time becomes the new one
+-- ARGV[6]  'popped': the item's due time (ms since the epoch), which `pop` had removed, or -1
 --
 -- Returns 1 when the item was put back, 0 when there was nothing to do.
 expect_type(KEYS[1], 'list', 'the ready list')
@@ -22,6 +24,7 @@ expect_type(KEYS[2], 'hash', 'the item hash')
 expect_type(KEYS[3], 'zset', 'the unacked zset')
 expect_type(KEYS[4], 'hash', 'the attempt hash')
 expect_type(KEYS[5], 'zset', 'the delayed zset')
+expect_type(KEYS[8], 'hash', 'the due hash')
 
 -- ARGV[5]: the publish command, "publish" or "spublish" (cluster).
 local publish = publish_command(ARGV[5])
@@ -43,6 +46,10 @@ elseif ARGV[1] == 'popped' then
         return 0
     end
     redis.call('hset', KEYS[2], id, ARGV[3])
+    local due = tonumber(ARGV[6])
+    if due ~= nil and due >= 0 then
+        redis.call('hset', KEYS[8], id, string.format('%d', due))
+    end
 else
     return redis.error_reply('ERR queue_requeue: unknown mode ' .. tostring(ARGV[1]))
 end
@@ -54,6 +61,7 @@ if delay == 0 then
 end
 local due = math.ceil((now_us() + delay) / 1000)
 redis.call('zadd', KEYS[5], due, id)
+redis.call('hset', KEYS[8], id, string.format('%d', due))
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
 if tonumber(first[2]) >= due then
     notify(publish, KEYS[7], string.format('%d', due))

@@ -4,18 +4,21 @@
 -- KEYS[2]  the item hash: item id -> payload
 -- KEYS[3]  the unacked zset: item id -> visibility deadline (ms, server clock)
 -- KEYS[4]  the attempt hash: item id -> number of reliable deliveries so far
+-- KEYS[5]  the due hash: item id -> due time (ms since the epoch)
 -- ARGV[1]  'pop': remove the item for good (at-most-once);
 --          'claim': keep it, invisible until acknowledged or until the deadline (at-least-once)
 -- ARGV[2]  the visibility timeout in ms ('claim')
 --
--- Returns false (nil) when the ready list is empty; {id, payload} ('pop') or
--- {id, payload, attempt} ('claim'); {} when it skipped ids of items acknowledged or removed
--- meanwhile and the caller should simply call again.
+-- Returns false (nil) when the ready list is empty; {id, payload, due} ('pop') or
+-- {id, payload, attempt, due} ('claim'), due being -1 for an item offered without one (by an
+-- older latchkey); {} when it skipped ids of items acknowledged or removed meanwhile and the
+-- caller should simply call again.
 acl_check({'hdel', 'hget', 'hincrby', 'lpop', 'time', 'type', 'zadd'})
 expect_type(KEYS[1], 'list', 'the ready list')
 expect_type(KEYS[2], 'hash', 'the item hash')
 expect_type(KEYS[3], 'zset', 'the unacked zset')
 expect_type(KEYS[4], 'hash', 'the attempt hash')
+expect_type(KEYS[5], 'hash', 'the due hash')
 
 local claim = ARGV[1] == 'claim'
 local visibility = tonumber(ARGV[2])
@@ -33,15 +36,17 @@ for _ = 1, 100 do
     end
     local payload = redis.call('hget', KEYS[2], id)
     if payload then
+        local due = tonumber(redis.call('hget', KEYS[5], id)) or -1
         if claim then
             -- Rounded up, so a deadline never comes before the full timeout has passed.
             redis.call('zadd', KEYS[3], now_ms(true) + visibility, id)
             local attempt = redis.call('hincrby', KEYS[4], id, 1)
-            return {id, payload, attempt}
+            return {id, payload, attempt, due}
         end
         redis.call('hdel', KEYS[2], id)
         redis.call('hdel', KEYS[4], id)
-        return {id, payload}
+        redis.call('hdel', KEYS[5], id)
+        return {id, payload, due}
     end
     -- No payload: the item was acknowledged (by an earlier delivery) after it had been put
     -- back; its id is a leftover. Drop it and look at the next one.

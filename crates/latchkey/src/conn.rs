@@ -563,6 +563,37 @@ impl Conn {
         self.query_routed(None, cmd, context, key).await
     }
 
+    /// One slot of each primary, to reach every primary with [`Conn::query_on_slot`] (for a
+    /// `SCAN`, whose cursor belongs to one node): on a cluster from `CLUSTER SLOTS`, elsewhere
+    /// the one primary (slot 0).
+    pub(crate) async fn primary_slots(&self) -> Result<Vec<u16>> {
+        if !self.is_cluster() {
+            return Ok(vec![0]);
+        }
+        let ranges: Vec<Value> = self
+            .query(
+                redis::cmd("CLUSTER").arg("SLOTS"),
+                "reading the cluster's slots",
+                "",
+            )
+            .await?;
+        let mut primaries = std::collections::BTreeMap::new();
+        for range in ranges {
+            let Value::Array(parts) = range else { continue };
+            let (Some(Value::Int(start)), Some(Value::Array(primary))) =
+                (parts.first(), parts.get(2))
+            else {
+                continue;
+            };
+            let address = (
+                primary.first().map(|host| format!("{host:?}")),
+                primary.get(1).map(|port| format!("{port:?}")),
+            );
+            primaries.entry(address).or_insert(*start as u16);
+        }
+        Ok(primaries.into_values().collect())
+    }
+
     /// Runs one command within the command timeout on the primary that owns `slot` (on a
     /// cluster; elsewhere on the one primary).
     pub(crate) async fn query_on_slot<T: FromRedisValue>(

@@ -76,6 +76,14 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 /// Java host's clock and latchkey with the Redis server's, so keep the clocks in sync (NTP): a
 /// skew of S shortens or lengthens every Java waiter's slack by S.
 ///
+/// # Clones share the owner
+///
+/// **Cloning a handle does not make a new owner.** A clone has the same owner id, so it
+/// re-enters the holds of the original (a `lock()` on a clone while the original holds the lock
+/// returns at once, with the hold count raised), from any task or thread. To exclude each other,
+/// two tasks need two owners: [`FairLock::new_owner`] (or `client.fair_lock(name)` again) gives a
+/// handle for the same name with a new owner id.
+///
 /// # Layout
 ///
 /// All keys and channels share the hash tag `{name}`: the lock hash `name` (field `<client id>:<n>` → hold
@@ -125,7 +133,8 @@ impl Client {
     /// [default thread wait time](FairLock::DEFAULT_THREAD_WAIT_TIME).
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
-    /// the handle share its owner id, so they re-enter each other's holds.
+    /// the handle share its owner id, so they re-enter each other's holds; call
+    /// `client.fair_lock(name)` again, or [`FairLock::new_owner`], for another owner.
     ///
     /// # Examples
     ///
@@ -284,6 +293,34 @@ impl FairLock {
     /// and its entry in the wait queue.
     pub fn owner_id(&self) -> &str {
         &self.inner.hold.field
+    }
+
+    /// A handle for the same fair lock with a **new owner** id and this handle's thread wait
+    /// time: unlike a clone, it does not re-enter this handle's holds but queues behind them
+    /// like any other owner. Sends nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.fair_lock("printer");
+    /// let guard = lock.lock().await?;
+    /// let other_owner = lock.new_owner();
+    /// assert!(other_owner.try_lock(Duration::ZERO).await?.is_none()); // excluded
+    /// # drop(guard);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new_owner(&self) -> FairLock {
+        let fresh = self.inner.client.fair_lock(self.inner.name.clone());
+        if fresh.inner.thread_wait_time == self.inner.thread_wait_time {
+            return fresh;
+        }
+        fresh
+            .with_thread_wait_time(self.inner.thread_wait_time)
+            .expect("this handle's thread wait time was checked when it was set")
     }
 
     /// This handle with another thread wait time, Redisson's `threadWaitTime` (default

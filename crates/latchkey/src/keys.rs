@@ -314,6 +314,8 @@ pub(crate) struct QueueKeys {
     pub(crate) unacked: Arc<str>,
     pub(crate) attempts: Arc<str>,
     pub(crate) dead: Arc<str>,
+    /// Item id → due time (ms since the epoch), until the item is finished.
+    pub(crate) due: Arc<str>,
     pub(crate) delay_channel: Arc<str>,
     pub(crate) ready_channel: Arc<str>,
 }
@@ -330,6 +332,7 @@ impl QueueKeys {
             unacked: key("latchkey_queue_unacked"),
             attempts: key("latchkey_queue_attempts"),
             dead: key("latchkey_queue_dead"),
+            due: key("latchkey_queue_due"),
             delay_channel: key("latchkey_delay_queue_channel"),
             ready_channel: key("latchkey_queue_channel"),
         }
@@ -463,6 +466,7 @@ mod tests {
             &queue.unacked,
             &queue.attempts,
             &queue.dead,
+            &queue.due,
             &queue.delay_channel,
             &queue.ready_channel,
         ];
@@ -475,6 +479,7 @@ mod tests {
                 "latchkey_queue_unacked:{jobs}",
                 "latchkey_queue_attempts:{jobs}",
                 "latchkey_queue_dead:{jobs}",
+                "latchkey_queue_due:{jobs}",
                 "latchkey_delay_queue_channel:{jobs}",
                 "latchkey_queue_channel:{jobs}",
             ]

@@ -45,7 +45,8 @@ impl Client {
     /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
-    /// handle share its owner id, so they re-enter each other's holds.
+    /// handle share its owner id, so they re-enter each other's holds; call `client.lock(name)`
+    /// again, or [`Lock::new_owner`], for another owner.
     ///
     /// # Examples
     ///
@@ -150,6 +151,14 @@ impl LockOptions {
 }
 
 /// A distributed reentrant lock, kept in Redis in Redisson's `RLock` layout.
+///
+/// # Clones share the owner
+///
+/// **Cloning a handle does not make a new owner.** A clone has the same owner id, so it
+/// re-enters the holds of the original (a `lock()` on a clone while the original holds the lock
+/// returns at once, with the hold count raised), from any task or thread. To exclude each other,
+/// two tasks need two owners: [`Lock::new_owner`] (or `client.lock(name)` again) gives a
+/// handle for the same name with a new owner id.
 ///
 /// Made by [`Client::lock`]. The identity of the owner is the handle: every `Lock` made by
 /// `client.lock(name)` has its own owner id, and its clones share it, so a clone re-enters a
@@ -296,6 +305,34 @@ impl Lock {
     /// The owner id of this handle (`<client id>:<n>`), the hash field that counts its holds.
     pub fn owner_id(&self) -> &str {
         &self.inner.hold.field
+    }
+
+    /// A handle for the same lock with a **new owner** id: unlike a clone, it does not re-enter
+    /// this handle's holds but waits for them like any other owner. The same as calling
+    /// [`Client::lock`] with the name again. Sends nothing.
+    ///
+    /// # Examples
+    ///
+    /// Two owners in one process exclude each other:
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let lock = client.lock("orders:1001");
+    /// let guard = lock.lock().await?;
+    ///
+    /// let same_owner = lock.clone();
+    /// let again = same_owner.lock().await?; // re-enters: the hold count is 2
+    ///
+    /// let other_owner = lock.new_owner();
+    /// assert!(other_owner.try_lock(Duration::ZERO).await?.is_none()); // excluded
+    /// # drop((guard, again));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new_owner(&self) -> Lock {
+        self.inner.client.lock(self.inner.name.clone())
     }
 
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<LockGuard>> {

@@ -45,6 +45,11 @@ impl PermitId {
         PermitId(rand::random())
     }
 
+    /// The id made of these 16 bytes (as Redisson keeps it).
+    pub(crate) fn from_bytes(bytes: [u8; 16]) -> PermitId {
+        PermitId(bytes)
+    }
+
     /// The 16 bytes of the id.
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0

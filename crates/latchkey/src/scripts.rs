@@ -158,6 +158,9 @@ scripts! {
 
     /// Dead-letter an item that cannot be decoded.
     QUEUE_DEAD = "queue_dead.lua";
+
+    /// Read which primitive a name holds and its state (read-only, for operators).
+    INSPECT = "inspect.lua";
 }
 
 /// Redisson's unlock message (`LockPubSub.UNLOCK_MESSAGE`).

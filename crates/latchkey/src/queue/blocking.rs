@@ -7,7 +7,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 use serde::de::DeserializeOwned;
@@ -450,10 +450,12 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         let popped = crate::task::detached(async move {
-            let Some([id, payload]) = take_script::<2>(&core, "pop", 0).await? else {
+            let Some([id, payload, due]) = take_script::<3>(&core, "pop", 0).await? else {
                 return Ok(None);
             };
-            let (Value::BulkString(id), Value::BulkString(payload)) = (id, payload) else {
+            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(due_ms)) =
+                (id, payload, due)
+            else {
                 return Err(unexpected("the take script", "pop"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
@@ -462,6 +464,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     core,
                     id,
                     payload,
+                    due_ms,
                     item: Some(item),
                 })),
                 Err(e) => {
@@ -480,13 +483,17 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         crate::task::detached(async move {
-            let Some([id, payload, attempt]) =
-                take_script::<3>(&core, "claim", visibility_ms).await?
+            let Some([id, payload, attempt, due]) =
+                take_script::<4>(&core, "claim", visibility_ms).await?
             else {
                 return Ok(None);
             };
-            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(attempt)) =
-                (id, payload, attempt)
+            let (
+                Value::BulkString(id),
+                Value::BulkString(payload),
+                Value::Int(attempt),
+                Value::Int(due_ms),
+            ) = (id, payload, attempt, due)
             else {
                 return Err(unexpected("the take script", "claim"));
             };
@@ -498,6 +505,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     item,
                     id,
                     attempt: attempt.max(0) as u64,
+                    due: (due_ms >= 0).then(|| UNIX_EPOCH + Duration::from_millis(due_ms as u64)),
                     core,
                     settled: false,
                 })),
@@ -626,6 +634,7 @@ async fn take_script<const N: usize>(
             .key(&*keys.items)
             .key(&*keys.unacked)
             .key(&*keys.attempts)
+            .key(&*keys.due)
             .arg(mode)
             .arg(visibility_ms);
         let reply: Value = core
@@ -659,6 +668,7 @@ async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
         .key(&*keys.items)
         .key(&*keys.unacked)
         .key(&*keys.attempts)
+        .key(&*keys.due)
         .arg(id.as_str())
         .arg(payload);
     let result: Result<i64> = core
@@ -683,6 +693,8 @@ struct Popped<T> {
     core: Arc<Core>,
     id: ItemId,
     payload: Vec<u8>,
+    /// The due time the take script removed with the item (-1: none), put back with it.
+    due_ms: i64,
     item: Option<T>,
 }
 
@@ -700,6 +712,7 @@ impl<T> Drop for Popped<T> {
         let core = self.core.clone();
         let id = self.id.clone();
         let payload = std::mem::take(&mut self.payload);
+        let due_ms = self.due_ms;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!(queue = %core.name, item = %id, "latchkey could not put back an item taken for a caller that went away: no runtime");
             return;
@@ -715,11 +728,13 @@ impl<T> Drop for Popped<T> {
                 .key(&*keys.delayed)
                 .key(&*keys.ready_channel)
                 .key(&*keys.delay_channel)
+                .key(&*keys.due)
                 .arg("popped")
                 .arg(id.as_str())
                 .arg(&payload[..])
                 .arg(0)
-                .arg(core.client.inner.conn.publish_command());
+                .arg(core.client.inner.conn.publish_command())
+                .arg(due_ms);
             let result: Result<i64> = core
                 .client
                 .inner
@@ -730,6 +745,90 @@ impl<T> Drop for Popped<T> {
                 tracing::error!(queue = %core.name, item = %id, error = %e.chain(), "latchkey could not put back an item taken for a caller that went away");
             }
         });
+    }
+}
+
+/// What [`Delivery::ack`] did.
+///
+/// An enum rather than a `bool` (which `delivery.ack().await?;` silently drops) or an error
+/// (a duplicate delivery is a normal outcome of at-least-once delivery, not a failure to stop a
+/// worker loop on): `#[must_use]`, so ignoring it is a compiler warning.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+/// use latchkey::Ack;
+///
+/// let delivery = queue.take_reliable().await?;
+/// match delivery.ack().await? {
+///     Ack::Acked => {}
+///     Ack::AlreadyFinished => eprintln!("processed twice: another delivery finished it first"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "`AlreadyFinished` means another delivery of the item finished it first"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ack {
+    /// This call finished the item: it is never delivered again.
+    Acked,
+    /// The item was finished already, through another delivery of it (made after this one's
+    /// visibility timeout ran out) or by removing it: this delivery was no longer the item's
+    /// only one, and the work may have been done twice.
+    AlreadyFinished,
+}
+
+impl Ack {
+    /// Whether this call finished the item ([`Ack::Acked`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(latchkey::Ack::Acked.is_acked());
+    /// assert!(!latchkey::Ack::AlreadyFinished.is_acked());
+    /// ```
+    pub fn is_acked(self) -> bool {
+        self == Ack::Acked
+    }
+}
+
+/// What [`Delivery::nack`] or [`Delivery::nack_after`] did (see [`Ack`] for why an enum).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+/// use latchkey::Nack;
+///
+/// let delivery = queue.take_reliable().await?;
+/// if delivery.nack().await? == Nack::NotOwned {
+///     eprintln!("the item had come back already (visibility timeout) or was finished");
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "`NotOwned` means the delivery no longer held the item"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Nack {
+    /// The item was given back by this call.
+    Released,
+    /// This delivery no longer held the item: it was finished, or its visibility timeout ran
+    /// out and it came back already. Nothing changed.
+    NotOwned,
+}
+
+impl Nack {
+    /// Whether this call gave the item back ([`Nack::Released`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(latchkey::Nack::Released.is_released());
+    /// assert!(!latchkey::Nack::NotOwned.is_released());
+    /// ```
+    pub fn is_released(self) -> bool {
+        self == Nack::Released
     }
 }
 
@@ -746,6 +845,7 @@ pub struct Delivery<T> {
     item: T,
     id: ItemId,
     attempt: u64,
+    due: Option<SystemTime>,
     core: Arc<Core>,
     settled: bool,
 }
@@ -756,6 +856,7 @@ impl<T> fmt::Debug for Delivery<T> {
             .field("queue", &self.core.name)
             .field("id", &self.id)
             .field("attempt", &self.attempt)
+            .field("due", &self.due)
             .finish_non_exhaustive()
     }
 }
@@ -795,6 +896,32 @@ impl<T> Delivery<T> {
         self.attempt
     }
 
+    /// When the item was due, by the Redis server's clock: the time its delay ended (for an
+    /// item put in directly, the time it was put in), or, after [`Delivery::nack_after`], the
+    /// end of that delay. A redelivery after a visibility timeout or a [`Delivery::nack`]
+    /// keeps it, so `SystemTime::now()` minus it is how late this delivery is (give or take the
+    /// clock skew between this host and Redis). `None` for an item offered by a latchkey
+    /// version that did not record it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use std::time::SystemTime;
+    ///
+    /// let delivery = queue.take_reliable().await?;
+    /// if let Some(due) = delivery.due_time() {
+    ///     let late = SystemTime::now().duration_since(due).unwrap_or_default();
+    ///     println!("attempt {}, {late:?} after it was due", delivery.attempt());
+    /// }
+    /// let _ = delivery.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn due_time(&self) -> Option<SystemTime> {
+        self.due
+    }
+
     /// The requeue task for this delivery.
     fn requeue_task(&self, delay_us: u64) -> Task {
         let keys = &self.core.keys;
@@ -808,6 +935,7 @@ impl<T> Delivery<T> {
                 keys.delayed.clone(),
                 keys.ready_channel.clone(),
                 keys.delay_channel.clone(),
+                keys.due.clone(),
             ],
             vec![
                 "claimed".to_owned(),
@@ -820,9 +948,12 @@ impl<T> Delivery<T> {
         )
     }
 
-    /// Acknowledges the delivery: the item is finished and never delivered again. Returns `true`
-    /// if this call finished it, `false` if it was finished already (another delivery of the
-    /// same item, made after this one's visibility timeout ran out, was acknowledged first).
+    /// Acknowledges the delivery: the item is finished and never delivered again. Returns
+    /// [`Ack::Acked`] if this call finished it, [`Ack::AlreadyFinished`] if it was finished
+    /// already (another delivery of the same item, made after this one's visibility timeout ran
+    /// out, was acknowledged first, or the item was removed): the work may then have been done
+    /// twice. [`Ack`] is `#[must_use]`, so `delivery.ack().await?;` alone is a warning: look at
+    /// it, or write `let _ = …` where a duplicate does not matter.
     ///
     /// Any delivery of the item may acknowledge it, even one whose visibility timeout ran out.
     ///
@@ -841,13 +972,17 @@ impl<T> Delivery<T> {
     ///
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// use latchkey::Ack;
+    ///
     /// let delivery = queue.take_reliable().await?;
     /// // … process it …
-    /// delivery.ack().await?;
+    /// if delivery.ack().await? == Ack::AlreadyFinished {
+    ///     eprintln!("another consumer finished this item too: processing must be idempotent");
+    /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn ack(mut self) -> Result<bool> {
+    pub async fn ack(mut self) -> Result<Ack> {
         self.settled = true;
         let core = self.core.clone();
         let id = self.id.clone();
@@ -858,6 +993,7 @@ impl<T> Delivery<T> {
                 .key(&*keys.unacked)
                 .key(&*keys.items)
                 .key(&*keys.attempts)
+                .key(&*keys.due)
                 .arg(id.as_str());
             let finished: i64 = core
                 .client
@@ -865,15 +1001,19 @@ impl<T> Delivery<T> {
                 .conn
                 .script(&invocation, "acknowledging a delivery", &core.name)
                 .await?;
-            Ok(finished == 1)
+            Ok(if finished == 1 {
+                Ack::Acked
+            } else {
+                Ack::AlreadyFinished
+            })
         })
         .await?
     }
 
     /// Gives the item back at once, to the head of the queue, for another consumer (or this
-    /// one) to take. Returns `false` if this delivery no longer held the item (acknowledged, or
-    /// its visibility timeout ran out and it came back already). Dropping the delivery does the
-    /// same without waiting.
+    /// one) to take. Returns [`Nack::NotOwned`] if this delivery no longer held the item
+    /// (acknowledged, or its visibility timeout ran out and it came back already), else
+    /// [`Nack::Released`]. Dropping the delivery does the same without waiting.
     ///
     /// # Cancel safety
     ///
@@ -890,16 +1030,17 @@ impl<T> Delivery<T> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// let delivery = queue.take_reliable().await?;
-    /// delivery.nack().await?; // not now
+    /// let _ = delivery.nack().await?; // not now; whether it was still ours does not matter
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn nack(self) -> Result<bool> {
+    pub async fn nack(self) -> Result<Nack> {
         self.release(0).await
     }
 
     /// Gives the item back to the delayed queue, ready again `delay` from now (Redis clock):
-    /// a retry with back-off. Returns `false` if this delivery no longer held the item.
+    /// a retry with back-off. Returns [`Nack::NotOwned`] if this delivery no longer held the
+    /// item (it then keeps the due time it has), else [`Nack::Released`].
     ///
     /// # Cancel safety
     ///
@@ -919,22 +1060,26 @@ impl<T> Delivery<T> {
     /// use std::time::Duration;
     /// let delivery = queue.take_reliable().await?;
     /// let backoff = Duration::from_secs(1 << delivery.attempt().min(10));
-    /// delivery.nack_after(backoff).await?;
+    /// let _ = delivery.nack_after(backoff).await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn nack_after(self, delay: Duration) -> Result<bool> {
+    pub async fn nack_after(self, delay: Duration) -> Result<Nack> {
         let delay_us = check_delay(delay)?;
         self.release(delay_us).await
     }
 
-    async fn release(mut self, delay_us: u64) -> Result<bool> {
+    async fn release(mut self, delay_us: u64) -> Result<Nack> {
         self.settled = true;
         let task = self.requeue_task(delay_us);
         let core = self.core.clone();
         crate::task::detached(async move {
             let released: i64 = task.run(&core.client.inner.conn, &core.name).await?;
-            Ok(released == 1)
+            Ok(if released == 1 {
+                Nack::Released
+            } else {
+                Nack::NotOwned
+            })
         })
         .await?
     }

@@ -56,6 +56,7 @@ use crate::wait::unexpected;
 /// | `latchkey_queue_unacked:{name}` | zset | id of a reliable delivery → visibility deadline (ms) |
 /// | `latchkey_queue_attempts:{name}` | hash | item id → reliable deliveries so far |
 /// | `latchkey_queue_dead:{name}` | hash | item id → payload that could not be decoded |
+/// | `latchkey_queue_due:{name}` | hash | item id → due time (ms), until the item is finished ([`Delivery::due_time`](crate::Delivery::due_time)) |
 ///
 /// and two pub/sub channels: `latchkey_delay_queue_channel:{name}` (the due time of an item that
 /// became the earliest, for the transfer agents) and `latchkey_queue_channel:{name}` (how many
@@ -407,6 +408,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
             invocation
                 .key(&*core.keys.delayed)
                 .key(&*core.keys.items)
+                .key(&*core.keys.due)
                 .arg(id.as_str());
             let removed: i64 = core
                 .client

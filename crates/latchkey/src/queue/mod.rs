@@ -35,7 +35,7 @@ use crate::keys::check_name;
 pub(crate) use crate::keys::QueueKeys as Keys;
 use crate::watchdog::MAX_LEASE;
 
-pub use blocking::{BlockingQueue, Delivery};
+pub use blocking::{Ack, BlockingQueue, Delivery, Nack};
 pub use delayed::{DelayedQueue, PendingItem};
 
 /// The largest encoded item a queue accepts: published as [`BlockingQueue::MAX_ITEM_SIZE`] and
@@ -216,6 +216,7 @@ impl Core {
             .key(&*keys.ready)
             .key(&*keys.delay_channel)
             .key(&*keys.ready_channel)
+            .key(&*keys.due)
             .arg(match when {
                 When::In => "in",
                 When::At => "at",

@@ -60,6 +60,14 @@ use crate::scripts::{
 /// reader's holds alive). Every acquire and release script drops the fields of readers whose
 /// lease keys have all expired, so a crashed reader holds up writers for at most its own lease.
 ///
+/// # Clones share the owner
+///
+/// **Cloning a handle does not make a new owner.** A clone has the same owner id, so it
+/// re-enters the holds of the original (a `lock()` on a clone while the original holds the lock
+/// returns at once, with the hold count raised), from any task or thread. To exclude each other,
+/// two tasks need two owners: [`RwLock::new_owner`] (or `client.rw_lock(name)` again) gives a
+/// handle for the same name with a new owner id.
+///
 /// # Policy: writer preference
 ///
 /// A writer that has to wait marks itself pending; while a live writer is pending, new readers
@@ -126,7 +134,8 @@ impl Client {
     /// A read-write lock named `name`, with a new owner id (`<client id>:<n>`).
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used. Clones of
-    /// the handle share its owner id.
+    /// the handle share its owner id, so they re-enter each other's holds; call
+    /// `client.rw_lock(name)` again, or [`RwLock::new_owner`], for another owner.
     ///
     /// # Examples
     ///
@@ -213,6 +222,28 @@ impl RwLock {
     /// holds; `<owner id>:write` counts its write holds.
     pub fn owner_id(&self) -> &str {
         &self.inner.read_hold.field
+    }
+
+    /// A handle for the same read-write lock with a **new owner** id: unlike a clone, it does
+    /// not re-enter this handle's holds (its write waits for this handle's write). The same as
+    /// calling [`Client::rw_lock`] with the name again. Sends nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let config = client.rw_lock("config");
+    /// let write = config.write().lock().await?;
+    /// let other_owner = config.new_owner();
+    /// assert!(other_owner.write().try_lock(Duration::ZERO).await?.is_none()); // excluded
+    /// # drop(write);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new_owner(&self) -> RwLock {
+        self.inner.client.rw_lock(self.inner.name.clone())
     }
 
     /// The read side of this lock (same owner).

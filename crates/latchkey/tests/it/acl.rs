@@ -344,7 +344,7 @@ async fn exercise(
     );
     let delivery = delivery.expect("the delayed item arrives");
     assert_eq!(delivery.item(), &item);
-    assert!(step!(admin, "Delivery::ack", delivery.ack()));
+    assert!(step!(admin, "Delivery::ack", delivery.ack()).is_acked());
     let queue = a.blocking_queue::<String>(name("queue"));
     step!(admin, "BlockingQueue::put", queue.put(&item));
     assert_eq!(step!(admin, "BlockingQueue::take", inbox.take()), item);

@@ -569,7 +569,7 @@ async fn blocking_queue_visibility_timeout_out_of_range_is_rejected_when_set() {
         .unwrap()
         .expect("the item");
     assert_eq!(*delivery, 7);
-    delivery.ack().await.unwrap();
+    assert!(delivery.ack().await.unwrap().is_acked());
     assert_eq!(queue.len().await.unwrap(), 0);
 }
 

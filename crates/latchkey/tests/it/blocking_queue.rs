@@ -123,10 +123,10 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
     assert_eq!(second.id(), &id);
     assert_eq!(second.attempt(), 2);
     let third_try = second.nack().await.unwrap();
-    assert!(third_try);
+    assert_eq!(third_try, latchkey::Nack::Released);
     let third = queue.take_reliable().await.unwrap();
     assert_eq!(third.attempt(), 3);
-    assert!(third.ack().await.unwrap());
+    assert!(third.ack().await.unwrap().is_acked());
     assert_eq!(queue.in_flight().await.unwrap(), 0);
     assert!(queue
         .poll_reliable(Duration::from_millis(100))
@@ -176,7 +176,7 @@ async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visi
     assert_eq!(again.id(), &id);
     assert_eq!(*again, 42);
     assert_eq!(again.attempt(), 2);
-    assert!(again.ack().await.unwrap());
+    assert!(again.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
@@ -200,10 +200,14 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
         "no longer its delivery"
     );
     assert!(
-        slow.ack().await.unwrap(),
+        slow.ack().await.unwrap().is_acked(),
         "any delivery may finish the item"
     );
-    assert!(!fast.ack().await.unwrap(), "already finished");
+    assert_eq!(
+        fast.ack().await.unwrap(),
+        latchkey::Ack::AlreadyFinished,
+        "already finished"
+    );
     assert_eq!(queue.in_flight().await.unwrap(), 0);
 
     // extend keeps a delivery out past its first timeout.
@@ -215,7 +219,7 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
         .await
         .unwrap()
         .is_none());
-    assert!(held.ack().await.unwrap());
+    assert!(held.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
@@ -230,12 +234,13 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
     assert!(delivery
         .nack_after(Duration::from_millis(300))
         .await
-        .unwrap());
+        .unwrap()
+        .is_released());
     assert_eq!(delayed.len().await.unwrap(), 1);
     let again = queue.take_reliable().await.unwrap();
     assert!(released_at.elapsed() >= Duration::from_millis(300));
     assert_eq!(again.attempt(), 2);
-    again.ack().await.unwrap();
+    assert!(again.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -274,7 +279,7 @@ async fn dropped_take_futures_lose_nothing() {
                 Ok(delivery) => {
                     let delivery = delivery.unwrap();
                     *got.entry(*delivery).or_default() += 1;
-                    delivery.ack().await.unwrap();
+                    let _ = delivery.ack().await.unwrap();
                 }
                 Err(_) => abandoned += 1,
             }
@@ -311,7 +316,7 @@ async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
     assert!(err.is_codec(), "{err}");
     let six = numbers.take_reliable().await.unwrap();
     assert_eq!(*six, 6);
-    six.ack().await.unwrap();
+    assert!(six.ack().await.unwrap().is_acked());
     assert_eq!(numbers.dead_letter_len().await.unwrap(), 2);
     assert_eq!(numbers.in_flight().await.unwrap(), 0);
     assert!(numbers.is_empty().await.unwrap());
@@ -366,7 +371,7 @@ async fn wrong_key_types_and_bad_settings_are_typed_errors() {
         .await
         .unwrap_err()
         .is_invalid_argument());
-    assert!(delivery.ack().await.unwrap());
+    assert!(delivery.ack().await.unwrap().is_acked());
 }
 
 #[tokio::test]
@@ -399,4 +404,109 @@ async fn waiting_consumers_leave_no_subscription_behind() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A delivery carries when its item was due (the Redis clock's due time, kept across
+/// redeliveries, moved by `nack_after`) and its attempt number; the due hash is emptied with
+/// the item.
+#[tokio::test]
+async fn a_delivery_carries_its_due_time_and_attempt() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    let server = RedisServer::spawn();
+    let client = queue_client(&server).await;
+    let delayed = client.delayed_queue::<u64>("due");
+    let queue = client.blocking_queue::<u64>("due");
+    let mut conn = server.conn().await;
+    let redis_ms = |time: Vec<u64>| time[0] * 1000 + time[1] / 1000;
+    let before: Vec<u64> = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let before = UNIX_EPOCH + Duration::from_millis(redis_ms(before));
+    delayed.offer(&1, Duration::from_millis(300)).await.unwrap();
+
+    let first = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.attempt(), 1);
+    let due = first.due_time().expect("a due time");
+    let after: Vec<u64> = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let after = UNIX_EPOCH + Duration::from_millis(redis_ms(after));
+    assert!(
+        due >= before + Duration::from_millis(300) && due <= after,
+        "due 300 ms after the offer by the Redis clock: {due:?} in {before:?}..{after:?}"
+    );
+    drop(first); // given back: the redelivery keeps the due time
+    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.attempt(), 2);
+    assert_eq!(second.due_time(), Some(due));
+
+    let released: Vec<u64> = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let released = UNIX_EPOCH + Duration::from_millis(redis_ms(released));
+    assert!(second
+        .nack_after(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_released());
+    let third = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.attempt(), 3);
+    let moved = third.due_time().expect("a due time");
+    assert!(
+        moved >= released + Duration::from_millis(200),
+        "nack_after moves it: {moved:?}"
+    );
+    assert!(moved <= SystemTime::now() + Duration::from_secs(5));
+    assert_eq!(third.ack().await.unwrap(), latchkey::Ack::Acked);
+    let left: bool = conn.exists("latchkey_queue_due:{due}").await.unwrap();
+    assert!(!left, "the due time is gone with the item");
+
+    // An item put in directly was due when it was put in; a plain take keeps no due time.
+    queue.put(&2).await.unwrap();
+    let direct = queue.take_reliable().await.unwrap();
+    assert!(direct.due_time().is_some());
+    assert!(direct.ack().await.unwrap().is_acked());
+    queue.put(&3).await.unwrap();
+    assert_eq!(queue.take().await.unwrap(), 3);
+    let left: bool = conn.exists("latchkey_queue_due:{due}").await.unwrap();
+    assert!(!left, "a popped item's due time goes with it");
+}
+
+/// `ack` tells a delivery that finished the item from one whose item was finished already;
+/// `nack` tells a delivery that still held the item from one that did not.
+#[tokio::test]
+async fn ack_and_nack_say_whether_the_item_was_still_theirs() {
+    let server = RedisServer::spawn();
+    let client = queue_client(&server).await;
+    let queue = client
+        .blocking_queue::<u64>("owned")
+        .with_visibility_timeout(Duration::from_millis(200))
+        .unwrap();
+    queue.put(&1).await.unwrap();
+    let stale = queue.take_reliable().await.unwrap();
+    // Its visibility timeout runs out: the item goes out again.
+    let fresh = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stale.id(), fresh.id());
+    let nack = stale.nack().await.unwrap();
+    assert_eq!(nack, latchkey::Nack::NotOwned, "no longer its delivery");
+    assert!(!nack.is_released());
+    assert_eq!(fresh.ack().await.unwrap(), latchkey::Ack::Acked);
+
+    queue.put(&2).await.unwrap();
+    let first = queue.take_reliable().await.unwrap();
+    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.ack().await.unwrap(), latchkey::Ack::Acked);
+    let late = first.ack().await.unwrap();
+    assert_eq!(late, latchkey::Ack::AlreadyFinished);
+    assert!(!late.is_acked());
 }

@@ -1182,3 +1182,75 @@ async fn waiters_wait_through_a_redis_stall() {
     let leases: i64 = conn.zcard("{p}:timeout").await.unwrap();
     assert_eq!(leases, 1, "only the granted permit is leased");
 }
+
+/// A clone of a handle is the same owner and re-enters its holds; `new_owner` (like
+/// `client.lock(name)` again) is another owner and is excluded. The same for fair and
+/// read-write locks.
+#[tokio::test]
+async fn a_new_owner_does_not_reenter_but_a_clone_does() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+
+    let lock = client.lock("owners");
+    let guard = lock.lock().await.unwrap();
+    let clone = lock.clone();
+    let again = clone.try_lock(Duration::ZERO).await.unwrap();
+    assert!(again.is_some(), "a clone re-enters");
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let other = lock.new_owner();
+    assert_eq!(other.name(), lock.name());
+    assert_ne!(other.owner_id(), lock.owner_id());
+    assert!(
+        other.try_lock(Duration::ZERO).await.unwrap().is_none(),
+        "a new owner is excluded"
+    );
+    drop(again);
+    guard.unlock().await.unwrap();
+    let taken = tokio::time::timeout(Duration::from_secs(10), other.lock())
+        .await
+        .expect("the new owner gets the lock once it is free")
+        .unwrap();
+    taken.unlock().await.unwrap();
+
+    let fair = client
+        .fair_lock("fair-owners")
+        .with_thread_wait_time(Duration::from_secs(7))
+        .unwrap();
+    let guard = fair.lock().await.unwrap();
+    assert!(fair
+        .clone()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_some());
+    let other = fair.new_owner();
+    assert_ne!(other.owner_id(), fair.owner_id());
+    assert_eq!(other.thread_wait_time(), Duration::from_secs(7));
+    assert!(other.try_lock(Duration::ZERO).await.unwrap().is_none());
+    drop(guard);
+
+    let rw = client.rw_lock("rw-owners");
+    let write = rw.write().lock().await.unwrap();
+    assert!(rw
+        .clone()
+        .write()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_some());
+    let other = rw.new_owner();
+    assert_ne!(other.owner_id(), rw.owner_id());
+    assert!(other
+        .write()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(other
+        .read()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+    drop(write);
+}

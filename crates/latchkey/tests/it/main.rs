@@ -15,6 +15,7 @@ mod delayed_queue;
 mod deployments;
 mod fair_lock;
 mod hand_off;
+mod inspect;
 mod latch;
 mod lock;
 mod multi_lock;

@@ -26,13 +26,14 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const STOP: &str = "observer-stop";
 
 /// The key prefixes of one queue (see the `DelayedQueue` docs).
-const KEY_PREFIXES: [&str; 6] = [
+const KEY_PREFIXES: [&str; 7] = [
     "latchkey_delay_queue_timeout",
     "latchkey_queue",
     "latchkey_queue_items",
     "latchkey_queue_unacked",
     "latchkey_queue_attempts",
     "latchkey_queue_dead",
+    "latchkey_queue_due",
 ];
 
 static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
@@ -539,7 +540,7 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
                 .unwrap();
             assert_eq!(second.id(), &id);
             assert_eq!(second.attempt(), 2);
-            assert!(second.nack().await.unwrap());
+            assert!(second.nack().await.unwrap().is_released());
 
             // A consumer that dies before acknowledging: back after the visibility timeout.
             let claimed_after = Instant::now();
@@ -559,7 +560,7 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
             assert_eq!(fourth.attempt(), 4);
 
             // Acknowledged: gone for good.
-            assert!(fourth.ack().await.unwrap());
+            assert!(fourth.ack().await.unwrap().is_acked());
             assert_eq!(patient.len().await.unwrap(), 0);
             assert_eq!(patient.in_flight().await.unwrap(), 0);
             assert_eq!(delayed.len().await.unwrap(), 0);
@@ -698,7 +699,8 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
         assert!(delivery
             .nack_after(Duration::from_millis(50))
             .await
-            .unwrap());
+            .unwrap()
+            .is_released());
         let held = tokio::time::timeout(PATIENCE, numbers.take_reliable())
             .await
             .unwrap()
@@ -712,7 +714,7 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
         let acked = numbers.put(&5).await.unwrap();
         let delivery = numbers.take_reliable().await.unwrap();
         assert_eq!(delivery.id(), &acked);
-        assert!(delivery.ack().await.unwrap());
+        assert!(delivery.ack().await.unwrap().is_acked());
         numbers.put(&6).await.unwrap();
 
         // Now every key of the queue exists: a waiting item (99), a ready one (6), one in

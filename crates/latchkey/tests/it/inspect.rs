@@ -1,0 +1,121 @@
+//! `Client::inspect` and `Client::scan_names`: what operators' tools read.
+
+use std::time::Duration;
+
+use latchkey::{Kind, RwMode};
+use latchkey_test_support::RedisServer;
+use redis::AsyncCommands;
+
+use crate::helpers::{builder, client};
+
+/// Every kind is recognized from its layout, with its real holders, lease, token and permits.
+#[tokio::test]
+async fn inspect_recognizes_every_kind_with_its_state() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    assert_eq!(client.inspect("nothing").await.unwrap(), None);
+
+    let lock = client.lock("l");
+    let guard = lock.lock().await.unwrap();
+    let found = client.inspect("l").await.unwrap().expect("a lock");
+    assert_eq!(found.kind, Kind::Lock);
+    assert_eq!(found.holders.len(), 1);
+    assert_eq!(found.holders[0].owner, lock.owner_id());
+    assert_eq!(found.fencing_token, Some(guard.fencing_token()));
+    assert!(found.remaining_lease.unwrap() > Duration::ZERO);
+
+    let rw = client.rw_lock("rw");
+    let read = rw.read().lock().await.unwrap();
+    let found = client.inspect("rw").await.unwrap().expect("a rw lock");
+    assert_eq!(found.kind, Kind::RwLock);
+    assert_eq!(found.rw_mode, Some(RwMode::Read));
+    assert_eq!(found.holders[0].owner, rw.owner_id());
+
+    let semaphore = client.semaphore("s");
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    let permits = semaphore.acquire(2).await.unwrap();
+    let found = client.inspect("s").await.unwrap().expect("a semaphore");
+    assert_eq!(found.kind, Kind::Semaphore);
+    assert_eq!(found.available_permits, Some(1));
+    assert_eq!(found.total_permits, Some(3));
+
+    let leased = client.permit_semaphore("p");
+    assert!(leased.try_set_permits(2).await.unwrap());
+    let held = leased.acquire(1).await.unwrap();
+    let found = client
+        .inspect("p")
+        .await
+        .unwrap()
+        .expect("a permit semaphore");
+    assert_eq!(found.kind, Kind::PermitSemaphore);
+    assert_eq!(found.available_permits, Some(1));
+    assert_eq!(found.leased_permits.len(), 1);
+    assert_eq!(found.leased_permits[0].id, held.ids()[0]);
+
+    let mut conn = server.conn().await;
+    let _: () = conn.rpush("a-list", "x").await.unwrap();
+    let err = client.inspect("a-list").await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+    drop((guard, read, permits, held));
+}
+
+/// A fair lock with a waiter in line shows as a fair lock, with the waiter's owner id.
+#[tokio::test]
+async fn inspect_shows_a_fair_locks_queue() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let fair = client.fair_lock("f");
+    let guard = fair.lock().await.unwrap();
+    let waiter = fair.new_owner();
+    let owner = waiter.owner_id().to_owned();
+    let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
+    let mut found = None;
+    for _ in 0..100 {
+        let now = client.inspect("f").await.unwrap().unwrap();
+        if now.kind == Kind::FairLock {
+            found = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let found = found.expect("the waiter gets in line");
+    assert_eq!(found.fair_queue, vec![owner]);
+    assert_eq!(found.holders[0].owner, fair.owner_id());
+    guard.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
+}
+
+/// `scan_names` lists objects, not the keys derived from them, and keeps to the namespace.
+#[tokio::test]
+async fn scan_names_lists_objects_once_and_keeps_to_the_namespace() {
+    let server = RedisServer::spawn();
+    let plain = client(&server).await;
+    let billing = builder(&server)
+        .namespace("billing")
+        .connect()
+        .await
+        .unwrap();
+    let lock = billing.lock("job:1");
+    let _guard = lock.lock().await.unwrap();
+    let rw = billing.rw_lock("job:2");
+    let _read = rw.read().lock().await.unwrap();
+    let permits = billing.permit_semaphore("job:3");
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let _leased = permits.acquire(1).await.unwrap();
+    let _other = plain.lock("job:9").lock().await.unwrap();
+
+    assert_eq!(
+        billing.scan_names("*").await.unwrap(),
+        vec!["job:1", "job:2", "job:3"],
+        "the fencing counter, read lease and permit leases are not names"
+    );
+    assert_eq!(
+        billing.scan_names("job:[12]").await.unwrap(),
+        vec!["job:1", "job:2"]
+    );
+    assert_eq!(
+        plain.scan_names("job:*").await.unwrap(),
+        vec!["job:9"],
+        "another namespace's objects are not found without it"
+    );
+}
