@@ -19,7 +19,7 @@
 //!   released in Redis, not left to expire. Usually this takes one round trip.
 //! - A blocking call made where a Tokio runtime is running (in async code, in a
 //!   `spawn_blocking` closure, or under `Runtime::enter`) would block that runtime's thread or
-//!   deadlock. It is refused: the call returns [`Error::Config`](crate::Error::Config) saying
+//!   deadlock. It is refused: the call returns [`Error::Config`] saying
 //!   to use the async API there, and does nothing. Dropping blocking values there is fine.
 //!
 //! # Examples
@@ -289,7 +289,9 @@ pub struct Client {
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::Client").field(&*self.inner).finish()
+        f.debug_tuple("blocking::Client")
+            .field(&*self.inner)
+            .finish()
     }
 }
 
@@ -300,7 +302,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`ClientBuilder::connect`](crate::ClientBuilder::connect), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime (use
+    /// [`Error::Config`] when called inside a Tokio runtime (use
     /// [`latchkey::Client::connect`](crate::Client::connect) there).
     ///
     /// # Examples
@@ -321,7 +323,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`ClientBuilder::connect`](crate::ClientBuilder::connect), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -352,7 +354,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`ClientBuilder::connect_lazy`](crate::ClientBuilder::connect_lazy), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///

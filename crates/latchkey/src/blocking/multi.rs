@@ -12,7 +12,9 @@ use crate::LockOptions;
 
 /// The runtimes of every part, kept running while a value made from them lives.
 #[derive(Clone)]
-struct Runtimes(#[allow(dead_code)] Vec<Rt>);
+struct Runtimes {
+    _alive: Vec<Rt>,
+}
 
 impl fmt::Debug for Runtimes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -50,7 +52,7 @@ impl MultiLock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `locks` is empty.
+    /// [`Error::InvalidArgument`] if `locks` is empty.
     ///
     /// # Examples
     ///
@@ -66,7 +68,9 @@ impl MultiLock {
             return Err(Error::invalid("locks", "no locks; give at least one"));
         };
         let rt = first.rooted().rt().clone();
-        let runtimes = Runtimes(locks.iter().map(|l| l.rooted().rt().clone()).collect());
+        let runtimes = Runtimes {
+            _alive: locks.iter().map(|l| l.rooted().rt().clone()).collect(),
+        };
         let multi = {
             let _entered = rt.enter();
             crate::MultiLock::new(locks.iter().map(|l| (**l.rooted()).clone()))?
@@ -89,7 +93,7 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`latchkey::MultiLock::lock`](crate::MultiLock::lock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -111,7 +115,7 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`latchkey::MultiLock::try_lock`](crate::MultiLock::try_lock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -134,7 +138,7 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`latchkey::MultiLock::lock_with`](crate::MultiLock::lock_with), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -155,7 +159,7 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`latchkey::MultiLock::try_lock_with`](crate::MultiLock::try_lock_with), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -230,7 +234,7 @@ impl MultiLockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -253,7 +257,7 @@ impl MultiLockGuard {
     /// # Errors
     ///
     /// As [`latchkey::MultiLockGuard::unlock`](crate::MultiLockGuard::unlock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime (the guard is
+    /// [`Error::Config`] when called inside a Tokio runtime (the guard is
     /// then dropped, which hands the releases to the runtime).
     ///
     /// # Examples
@@ -389,7 +393,8 @@ impl RedLockBuilder {
     /// # }
     /// ```
     pub fn build(self) -> Result<RedLock> {
-        let asyncs: Vec<crate::Client> = self.clients.iter().map(|c| c.as_async().clone()).collect();
+        let asyncs: Vec<crate::Client> =
+            self.clients.iter().map(|c| c.as_async().clone()).collect();
         let mut builder = crate::RedLock::builder(self.name, asyncs);
         if let Some(timeout) = self.per_node_timeout {
             builder = builder.per_node_timeout(timeout);
@@ -414,7 +419,9 @@ impl RedLockBuilder {
         };
         Ok(RedLock {
             inner: rt.make(|| redlock),
-            runtimes: Runtimes(self.clients.iter().map(|c| c.rt().clone()).collect()),
+            runtimes: Runtimes {
+                _alive: self.clients.iter().map(|c| c.rt().clone()).collect(),
+            },
         })
     }
 }
@@ -434,7 +441,10 @@ impl RedLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn new(name: impl Into<String>, clients: impl IntoIterator<Item = Client>) -> Result<RedLock> {
+    pub fn new(
+        name: impl Into<String>,
+        clients: impl IntoIterator<Item = Client>,
+    ) -> Result<RedLock> {
         RedLock::builder(name, clients).build()
     }
 
@@ -526,7 +536,7 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`latchkey::RedLock::lock`](crate::RedLock::lock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -547,7 +557,7 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`latchkey::RedLock::try_lock`](crate::RedLock::try_lock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -570,7 +580,7 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`latchkey::RedLock::lock_with`](crate::RedLock::lock_with), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -591,7 +601,7 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`latchkey::RedLock::try_lock_with`](crate::RedLock::try_lock_with), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -710,7 +720,7 @@ impl RedLockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime.
+    /// [`Error::Config`] when called inside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -733,7 +743,7 @@ impl RedLockGuard {
     /// # Errors
     ///
     /// As [`latchkey::RedLockGuard::unlock`](crate::RedLockGuard::unlock), and
-    /// [`Error::Config`](crate::Error::Config) when called inside a Tokio runtime (the guard is
+    /// [`Error::Config`] when called inside a Tokio runtime (the guard is
     /// then dropped, which hands the releases to the runtimes).
     ///
     /// # Examples

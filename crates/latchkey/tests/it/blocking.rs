@@ -263,7 +263,10 @@ fn an_idle_client_drops_without_waiting_out_the_command_timeout() {
     let took = started.elapsed();
     // The drop waits for the runtime's tasks, which all stop with the client; waiting out the
     // drain bound (the 5 s command timeout + 1 s) would mean a task outlived its client.
-    assert!(took < Duration::from_secs(4), "dropping an idle client took {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "dropping an idle client took {took:?}"
+    );
 }
 
 #[test]
@@ -301,7 +304,11 @@ fn read_write_lock_shares_reads_and_excludes_a_writer() {
     let client = client(&server);
     let (a, b) = (client.rw_lock("cache"), client.rw_lock("cache"));
     let read_a = a.read().lock().unwrap();
-    let read_b = b.read().try_lock(Duration::ZERO).unwrap().expect("reads share");
+    let read_b = b
+        .read()
+        .try_lock(Duration::ZERO)
+        .unwrap()
+        .expect("reads share");
     assert!(a.is_locked().unwrap());
     assert_eq!(a.read().hold_count().unwrap(), 1);
     let writer = client.rw_lock("cache");
@@ -431,7 +438,10 @@ fn queues_offer_poll_ack_and_redeliver() {
     let second = queue.take_reliable().unwrap();
     assert_eq!(second.attempt(), 2);
     drop(second);
-    let third = queue.poll_reliable(PATIENCE).unwrap().expect("given back on drop");
+    let third = queue
+        .poll_reliable(PATIENCE)
+        .unwrap()
+        .expect("given back on drop");
     assert_eq!((third.item().as_str(), third.attempt()), ("retry", 3));
     assert!(third.ack().unwrap());
 
@@ -463,10 +473,7 @@ fn multi_lock_holds_all_or_none() {
 
     // Busy `b`: a bounded wait gives up and leaves `a` free.
     let b = client.lock("b").lock().unwrap();
-    assert!(both
-        .try_lock(Duration::from_millis(100))
-        .unwrap()
-        .is_none());
+    assert!(both.try_lock(Duration::from_millis(100)).unwrap().is_none());
     assert!(!exists(&server, "a"));
     drop(b);
 }
