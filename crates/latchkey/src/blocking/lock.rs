@@ -126,6 +126,17 @@ macro_rules! guard {
         ///
         /// Dropping the guard releases the hold without blocking: the async guard is dropped
         /// within the client's runtime, which sends the release, and the drop returns at once.
+        ///
+        /// # Examples
+        ///
+        /// ```no_run
+        /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+        #[doc = concat!("let guard = ", $example, ".lock()?;")]
+        /// println!("holding it with token {}", guard.fencing_token());
+        /// drop(guard); // the release is handed to the client's runtime; returns at once
+        /// # Ok(())
+        /// # }
+        /// ```
         #[must_use = "dropping the guard releases the lock at once"]
         #[derive(Debug)]
         pub struct $guard {

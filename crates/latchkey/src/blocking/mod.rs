@@ -269,7 +269,9 @@ impl<T> Drop for Rooted<T> {
 ///
 /// Dropping the last of the client, its handles and guards waits for the releases already
 /// handed over (by guards dropped earlier) to finish, at most the command timeout plus one
-/// second (usually one round trip), then stops the runtime. Other drops return at once.
+/// second (usually one round trip), then stops the runtime. Other drops return at once. If
+/// the process exits without dropping them (`std::process::exit`, a kill), held locks are not
+/// released: they expire with their lease, as they do for an async client.
 ///
 /// # Examples
 ///

@@ -102,6 +102,12 @@ fn locks_and_unlocks() {
     let next = other.try_lock(Duration::ZERO).unwrap().expect("free now");
     assert!(next.fencing_token() > first_token);
     next.unlock().unwrap();
+
+    // Handles keep the client's runtime: they work with the client itself dropped.
+    drop(client);
+    let again = other.lock().unwrap();
+    assert!(exists(&server, "orders:1"));
+    again.unlock().unwrap();
 }
 
 #[test]
@@ -249,6 +255,26 @@ fn dropping_the_client_keeps_held_locks_until_their_guards_go_then_releases_them
     assert!(
         !exists(&server, "outlived"),
         "the release was stranded by the runtime's shutdown"
+    );
+}
+
+#[test]
+fn the_last_drop_waits_for_a_stalled_server_at_most_the_command_timeout() {
+    let server = RedisServer::spawn();
+    let client = Client::from_builder(builder(&server).command_timeout(Duration::from_secs(1)))
+        .expect("connect");
+    let guard = client.lock("stalled-exit").lock().unwrap();
+    server.pause_process();
+    drop(guard); // handed over; its release cannot be answered
+    let started = Instant::now();
+    drop(client);
+    let took = started.elapsed();
+    server.resume_process();
+    // Bounded by the command timeout (1 s) plus the one-second margin, with slack for a loaded
+    // machine: a stalled server does not hang the program's exit.
+    assert!(
+        took < Duration::from_secs(5),
+        "the last drop waited {took:?} for a stalled server"
     );
 }
 
