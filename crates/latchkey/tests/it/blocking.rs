@@ -520,13 +520,17 @@ fn redlock_over_three_servers() {
         .unwrap();
     assert_eq!((lock.node_count(), lock.quorum()), (3, 2));
     let guard = lock.lock().unwrap();
-    assert_eq!(guard.nodes(), [0, 1, 2]);
+    let granted = guard.nodes();
+    assert!(granted.len() >= lock.quorum(), "{granted:?}");
     assert!(guard.fencing_token().is_some());
     // Renewed past the 1 s lease while this thread sleeps.
     thread::sleep(Duration::from_millis(1500));
     assert!(!guard.is_lost());
-    for server in servers.iter() {
-        assert!(exists(server, "report"));
+    for &node in &granted {
+        assert!(
+            exists(&servers[node], "report"),
+            "node {node} lost the lock"
+        );
     }
     guard.unlock().unwrap();
     for server in servers.iter() {
