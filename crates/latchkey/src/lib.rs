@@ -4,6 +4,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod blocking;
 mod client;
 mod codec;
 mod conn;

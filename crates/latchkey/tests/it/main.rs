@@ -9,6 +9,7 @@ mod helpers;
 
 mod acl;
 mod bad_input;
+mod blocking;
 mod blocking_queue;
 mod cluster;
 mod delayed_queue;
