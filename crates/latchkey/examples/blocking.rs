@@ -55,7 +55,11 @@ fn main() -> latchkey::Result<()> {
     let inbox = client.blocking_queue::<String>("example:blocking:mail");
     if let Some(mail) = inbox.poll_reliable(Duration::from_secs(5))? {
         println!("received {:?} (delivery {})", *mail, mail.attempt());
-        mail.ack()?; // unacknowledged, it would be delivered again
+        // Unacknowledged, it would be delivered again; `AlreadyFinished` would mean another
+        // delivery of the same item finished it first.
+        if !mail.ack()?.is_acked() {
+            println!("another delivery finished it first");
+        }
     }
 
     if done.wait_for(Duration::from_secs(30))? {

@@ -623,6 +623,23 @@ impl<T> Delivery<T> {
     pub fn attempt(&self) -> u64 {
         self.inner.attempt()
     }
+
+    /// When the item was due, by the Redis server's clock (see
+    /// [`latchkey::Delivery::due_time`](crate::Delivery::due_time)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(job: latchkey::blocking::Delivery<String>) {
+    /// if let Some(due) = job.due_time() {
+    ///     let late = std::time::SystemTime::now().duration_since(due).unwrap_or_default();
+    ///     println!("{late:?} late");
+    /// }
+    /// # }
+    /// ```
+    pub fn due_time(&self) -> Option<std::time::SystemTime> {
+        self.inner.due_time()
+    }
 }
 
 impl<T: Send + 'static> Delivery<T> {
@@ -638,13 +655,13 @@ impl<T: Send + 'static> Delivery<T> {
     ///
     /// ```no_run
     /// # fn f(job: latchkey::blocking::Delivery<String>) -> latchkey::Result<()> {
-    /// if !job.ack()? {
+    /// if !job.ack()?.is_acked() {
     ///     eprintln!("the item had already come back to the queue");
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub fn ack(self) -> Result<bool> {
+    pub fn ack(self) -> Result<crate::Ack> {
         self.inner.consume(|delivery| delivery.ack())
     }
 
@@ -663,7 +680,7 @@ impl<T: Send + 'static> Delivery<T> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn nack(self) -> Result<bool> {
+    pub fn nack(self) -> Result<crate::Nack> {
         self.inner.consume(|delivery| delivery.nack())
     }
 
@@ -684,7 +701,7 @@ impl<T: Send + 'static> Delivery<T> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn nack_after(self, delay: Duration) -> Result<bool> {
+    pub fn nack_after(self, delay: Duration) -> Result<crate::Nack> {
         self.inner.consume(|delivery| delivery.nack_after(delay))
     }
 

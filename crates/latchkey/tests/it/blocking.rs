@@ -453,14 +453,14 @@ fn queues_offer_poll_ack_and_redeliver() {
     assert_eq!(delivery.id(), &id);
     assert_eq!(delivery.attempt(), 1);
     assert_eq!(queue.in_flight().unwrap(), 1);
-    assert!(delivery.ack().unwrap());
+    assert!(delivery.ack().unwrap().is_acked());
     assert_eq!(queue.in_flight().unwrap(), 0);
     assert!(delayed.is_empty().unwrap());
 
     // A nacked item comes back; a dropped delivery too.
     queue.put(&"retry".to_owned()).unwrap();
     let first = queue.take_reliable().unwrap();
-    assert!(first.nack().unwrap());
+    assert!(first.nack().unwrap().is_released());
     let second = queue.take_reliable().unwrap();
     assert_eq!(second.attempt(), 2);
     drop(second);
@@ -469,7 +469,7 @@ fn queues_offer_poll_ack_and_redeliver() {
         .unwrap()
         .expect("given back on drop");
     assert_eq!((third.item().as_str(), third.attempt()), ("retry", 3));
-    assert!(third.ack().unwrap());
+    assert!(third.ack().unwrap().is_acked());
 
     // Plain take from another thread, woken by a put.
     let taker = {
