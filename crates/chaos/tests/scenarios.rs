@@ -479,6 +479,90 @@ fn kill_9_of_the_holder_of(scenario: &str, primitive: Primitive) {
     }
 }
 
+/// Grants on release under kills: with an 8 s watchdog timeout (long enough for grants on
+/// release) a queue of waiters that take grants forms behind every holder, and each round
+/// kills, with SIGKILL, the two waiters registered to take the next grant and then the holder
+/// inside its critical section (slots restarted). A grant to a dead waiter must lapse with
+/// its short lease, a dead holder's lock with its lease, and no two holders may overlap or
+/// share a token. Conservative check.
+#[test]
+fn hand_off_kill_9_of_grantees_and_holders() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scenario = "hand_off_kill_9_of_grantees_and_holders";
+    let scale = scale();
+    let servers = Servers::spawn(RedisServer::spawn());
+    let mut config = template(&servers, servers.lock.url());
+    config.watchdog_timeout_ms = 8000;
+    config.writes_per_hold = 4;
+    config.write_interval_ms = 30;
+    config.acquire_wait_ms = 30_000;
+    let registrations = format!("latchkey_lock_alive:{{{LOCK}}}");
+    let mut run = start(scenario, &config, scale.workers);
+    let mut admin = servers.admin();
+    let mut killed = 0;
+    for _ in 0..scale.faults {
+        assert_progress(scenario, &run, 0, 1);
+        // Two waiters registered to take a grant (a registration "<until>:<seq>:<ms>:<owner>").
+        let mut grantees: Vec<u32> = Vec::new();
+        let found = harness::poll_until(HOLDER_GUARD, Duration::from_millis(2), || {
+            let values: Vec<String> = admin
+                .query(redis::cmd("HVALS").arg(&registrations))
+                .unwrap_or_default();
+            let holders = admin.holders(LOCK);
+            grantees = values
+                .iter()
+                .filter_map(|v| v.splitn(4, ':').nth(3))
+                .filter(|owner| !holders.iter().any(|h| h == owner))
+                .filter_map(|owner| run.worker_of(owner))
+                .collect();
+            grantees.sort_unstable();
+            grantees.dedup();
+            grantees.len() >= 2
+        });
+        assert!(found, "{scenario}: no two waiters registered for grants");
+        for worker in grantees.iter().take(2) {
+            run.kill(*worker);
+            killed += 1;
+        }
+        let holder = run
+            .stop_holder(&mut admin, LOCK, HOLDER_GUARD, |_| true)
+            .expect("found the holder inside its critical section");
+        run.kill(holder.worker);
+        killed += 1;
+        let killed_at = now_ns();
+        for worker in grantees.iter().take(2).chain([&holder.worker]) {
+            run.respawn(*worker);
+        }
+        assert_progress(scenario, &run, killed_at, scale.after_fault(&config));
+    }
+    let faults = format!(
+        "{}× SIGKILL of two waiters registered for the next grant and of the holder \
+         (watchdog 8 s: grants on release; slots restarted)",
+        scale.faults
+    );
+    let outcome = finish(
+        scenario,
+        &mut run,
+        &servers,
+        Mode::Conservative,
+        &faults,
+        Duration::from_secs(20),
+    );
+    assert_safe(scenario, &outcome);
+    assert_clean(scenario, &outcome);
+    assert_eq!(run.processes_started(), scale.workers + killed);
+    let counts = &outcome.report.violation_counts;
+    assert_eq!(counts.duplicate_tokens, 0, "{}", outcome.describe());
+    // Grants on release happened: the lock's channel carried grant announcements (negative
+    // numbers) — counted by the workers' acquisitions without an acquire script is not
+    // observable here, so the run only reports the server's publish count.
+    println!(
+        "{scenario}: {} publishes, {} acquire/release scripts",
+        servers.lock.command_calls("publish"),
+        servers.lock.command_calls("evalsha")
+    );
+}
+
 /// Fair-lock waiters are killed with SIGKILL while queued: the first two in
 /// line at once, several times (their slots get new processes). A waiter
 /// that vanishes without leaving must not block the queue: its entry goes
