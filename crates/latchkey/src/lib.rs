@@ -6,6 +6,7 @@ mod client;
 mod codec;
 mod conn;
 mod connect;
+mod election;
 mod error;
 mod fair_lock;
 mod guard;
@@ -32,6 +33,7 @@ mod layers_test;
 
 pub use client::{Client, ClientBuilder};
 pub use codec::{Codec, Json};
+pub use election::{Election, Leader, Leadership};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard};
 pub use guard::Guard;
