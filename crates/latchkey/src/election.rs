@@ -497,7 +497,10 @@ impl Election {
         Ok(Snapshot {
             leader: parse_payload(&payload),
             term: u64::try_from(term).unwrap_or(0),
-            log: log.iter().filter_map(|entry| Change::parse(entry)).collect(),
+            log: log
+                .iter()
+                .filter_map(|entry| Change::parse(entry))
+                .collect(),
         })
     }
 }
