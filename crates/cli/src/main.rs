@@ -8,6 +8,7 @@ mod cli;
 mod connect;
 mod demo;
 mod duration;
+mod elect;
 mod exit;
 mod opt;
 mod queue;
