@@ -26,7 +26,10 @@ async fn main() -> latchkey::Result<()> {
     let election = client.election("cleanup-job");
     loop {
         if let Some(leader) = election.leader().await? {
-            println!("{node}: standing by; {} leads (term {})", leader.value, leader.term);
+            println!(
+                "{node}: standing by; {} leads (term {})",
+                leader.value, leader.term
+            );
         }
         let leadership = tokio::select! {
             led = election.campaign(node.as_str()) => led?,
