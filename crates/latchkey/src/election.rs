@@ -185,6 +185,10 @@ impl Election {
     /// as it takes to lead. Standbys wait in line: when the leader resigns, the election is
     /// handed over to the earliest-arrived live standby client, and only that one is woken.
     ///
+    /// A handle (or a clone) that already leads is not re-entered: its campaign waits until
+    /// that leadership ends, like any standby's. Campaign once per handle; a new handle
+    /// ([`Client::election`]) is another candidate.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe. Dropping the future leaves no leadership, waiter entry, subscription or

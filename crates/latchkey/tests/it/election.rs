@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use latchkey::{Client, Election, Leader};
-use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer};
+use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, SentinelGroup};
 use redis::AsyncCommands;
 
 use crate::helpers::{builder, client, cluster_url, evalsha_calls, eventually, numsub};
@@ -462,4 +462,31 @@ async fn elections_on_a_cluster() {
         lb.resign().await.unwrap();
         assert_eq!(next_change(&mut changes).await, None, "{name}");
     }
+}
+
+/// Through Sentinel: campaign, hand-over on resignation, observers and `leader()`.
+#[tokio::test]
+async fn elections_through_sentinel() {
+    let group = SentinelGroup::spawn(1, 3);
+    let url = group.url();
+    let a = builder(url.as_str()).connect().await.unwrap();
+    let b = builder(url.as_str()).connect().await.unwrap();
+    let mut changes = Box::pin(b.election("watched").observe());
+    assert_eq!(next_change(&mut changes).await, None);
+    let la = a.election("watched").campaign("a").await.unwrap();
+    assert_eq!(next_change(&mut changes).await, leader("a", 1));
+    let eb = b.election("watched");
+    let standby = tokio::spawn(async move { eb.campaign("b").await.unwrap() });
+    wait_for_queue(group.primary(), "watched", 1).await;
+    la.resign().await.unwrap();
+    let lb = tokio::time::timeout(Duration::from_secs(10), standby)
+        .await
+        .expect("handed over")
+        .unwrap();
+    assert_eq!(next_change(&mut changes).await, None);
+    assert_eq!(next_change(&mut changes).await, leader("b", 2));
+    assert_eq!(
+        seen(a.election("watched").leader().await.unwrap()),
+        leader("b", lb.term())
+    );
 }
