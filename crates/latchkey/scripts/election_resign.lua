@@ -10,6 +10,9 @@
 -- ARGV[2]  how long a hand-off reservation lasts, in ms
 -- ARGV[3]  the plain wake-up message ("0")
 -- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
+-- ARGV[5]  optional: the term of the leadership to resign; a leadership of the owner id in
+--          another term is left alone (the resignation sent again to a new primary after a
+--          Sentinel failover, which must not end a later term of the same handle)
 -- KEYS[6]  the change log (list)
 -- KEYS[7]  the observe channel
 --
@@ -24,6 +27,9 @@ if not payload then
     return -1
 end
 local term = parse_payload(payload)
+if ARGV[5] and tostring(term) ~= ARGV[5] then
+    return -1
+end
 local last = read('the change log', 'list', 'lindex', KEYS[6], -1)
 redis.call('del', KEYS[1])
 append_log(KEYS[6], last, term, 'N', '')

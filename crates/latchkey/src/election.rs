@@ -470,6 +470,15 @@ impl Election {
         )
     }
 
+    /// The resignation of this handle's leadership in `term` only, sent again to a new primary
+    /// after a Sentinel failover: the first one may have reached only the demoted primary.
+    fn resend_task(&self, term: u64) -> Task {
+        let mut task = self.resign_task();
+        task.args.push(term.to_string());
+        task.context = "resigning an election's leadership again after a failover";
+        task
+    }
+
     /// The clean-up when this client's last campaign gives up.
     fn leave_task(&self) -> Task {
         let inner = &self.inner;
@@ -509,9 +518,13 @@ impl Election {
     }
 }
 
-holds!(Election, [inner], hold, |election: &Election, _lease_ms| {
-    election.resign_task()
-});
+holds!(
+    Election,
+    [inner],
+    hold,
+    |election: &Election, _lease_ms| election.resign_task(),
+    resend = |election: &Election, term| election.resend_task(term)
+);
 
 /// Checks a leader value: not empty, at most [`Election::MAX_VALUE_LEN`] bytes.
 fn check_value(value: &str) -> Result<()> {

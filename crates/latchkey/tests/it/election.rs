@@ -8,7 +8,7 @@ use latchkey::{Client, Election, Leader};
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, SentinelGroup};
 use redis::AsyncCommands;
 
-use crate::helpers::{builder, client, cluster_url, evalsha_calls, eventually, numsub};
+use crate::helpers::{builder, client, cluster_url, evalsha_calls, eventually, numsub, read};
 
 /// A leader as `(value, term)`, to compare with [`seen`].
 fn leader(value: &str, term: u64) -> Option<(String, u64)> {
@@ -489,4 +489,61 @@ async fn elections_through_sentinel() {
         seen(a.election("watched").leader().await.unwrap()),
         leader("b", lb.term())
     );
+}
+
+/// A resignation sent to the demoted primary (the client had not yet heard of the failover)
+/// never reaches the promoted replica; when the client follows the switch it resigns again
+/// there, for that term only, so the standbys need not wait for the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resignation_lost_with_the_demoted_primary_is_made_again_on_the_new_one() {
+    let group = SentinelGroup::spawn(1, 3);
+    let proxies: Vec<FaultProxy> = group
+        .sentinels()
+        .iter()
+        .map(|sentinel| FaultProxy::start(&sentinel.addr()))
+        .collect();
+    let hosts: Vec<String> = proxies.iter().map(FaultProxy::addr).collect();
+    let url = format!(
+        "redis+sentinel://{}/{}",
+        hosts.join(","),
+        group.master_name()
+    );
+    let client = Client::connect(url).await.unwrap();
+    let key = "latchkey_election:{resend}";
+    let leadership = client.election("resend").campaign("a").await.unwrap();
+    let replica = group.replicas()[0];
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            read::<i64>(replica, &["EXISTS", key]) == 1
+        })
+        .await,
+        "the replica has the leadership"
+    );
+    for proxy in &proxies {
+        proxy.blackhole(true);
+    }
+    let (old, new) = group.manual_failover(Duration::from_secs(60));
+    let server = |addr: &str| group.servers().iter().find(|s| s.addr() == addr).unwrap();
+    leadership.resign().await.unwrap();
+    assert_eq!(read::<i64>(server(&old), &["EXISTS", key]), 0);
+    assert_eq!(
+        read::<i64>(server(&new), &["EXISTS", key]),
+        1,
+        "the promoted replica still has the leadership"
+    );
+    for proxy in &proxies {
+        proxy.blackhole(false);
+    }
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            read::<i64>(server(&new), &["EXISTS", key]) == 0
+        })
+        .await,
+        "the leadership stayed on the new primary"
+    );
+    // Guarded by the term: a later leadership of the same handle is not ended by it.
+    let again = client.election("resend").campaign("a").await.unwrap();
+    assert!(again.term() > 1);
+    assert_eq!(read::<i64>(server(&new), &["EXISTS", key]), 1);
+    again.resign().await.unwrap();
 }
