@@ -9,7 +9,8 @@ use crate::duration;
 use crate::exit;
 
 const ABOUT: &str = "Distributed locks kept in Redis (Redisson-compatible), from the shell: run a \
-command under a lock, inspect and release locks, use delayed queues, watch the demo, measure.";
+command under a lock or only while leading an election, inspect and release locks, use delayed \
+queues, watch the demo, measure.";
 
 /// The `latchkey` command.
 #[derive(Debug, Parser)]

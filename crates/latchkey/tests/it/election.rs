@@ -547,3 +547,18 @@ async fn a_resignation_lost_with_the_demoted_primary_is_made_again_on_the_new_on
     assert_eq!(read::<i64>(server(&new), &["EXISTS", key]), 1);
     again.resign().await.unwrap();
 }
+
+/// Handles, leaderships and leaders move across tasks and threads; the observer stream can be
+/// polled from a spawned task.
+#[test]
+fn the_election_types_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<Election>();
+    check::<latchkey::Leadership>();
+    check::<Leader>();
+    fn stream_is_send<S: futures_util::Stream + Send + 'static>(_: &S) {}
+    fn observed(election: &Election) {
+        stream_is_send(&election.observe());
+    }
+    let _ = observed;
+}
