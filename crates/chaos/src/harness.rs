@@ -561,6 +561,9 @@ pub struct LockKeyNames {
     pub waiting: Vec<String>,
     /// The longest expiry a key of [`LockKeyNames::waiting`] may have.
     pub waiting_ttl_ms: i64,
+    /// Other keys that never expire, by design, like the fencing counter (an election's
+    /// change log): not leftovers.
+    pub persistent: Vec<String>,
 }
 
 /// The longest a key of latchkey's wait queue lives: a waiter registers
@@ -598,6 +601,7 @@ impl LockKeyNames {
                     derived("latchkey_lock_handoff"),
                 ],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
+                persistent: Vec::new(),
             },
             Primitive::FairLock => LockKeyNames {
                 lock: name.to_owned(),
@@ -608,6 +612,7 @@ impl LockKeyNames {
                     derived("redisson_lock_timeout"),
                 ],
                 waiting_ttl_ms: waiter_timeout.as_millis() as i64,
+                persistent: Vec::new(),
             },
             Primitive::WriteLock => LockKeyNames {
                 lock: name.to_owned(),
@@ -615,6 +620,19 @@ impl LockKeyNames {
                 channel: derived("redisson_rwlock"),
                 waiting: vec![derived("latchkey_rwlock_writers")],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
+                persistent: Vec::new(),
+            },
+            Primitive::Election => LockKeyNames {
+                lock: derived("latchkey_election"),
+                token: derived("latchkey_election_term"),
+                channel: derived("latchkey_election_channel"),
+                waiting: vec![
+                    derived("latchkey_election_queue"),
+                    derived("latchkey_election_alive"),
+                    derived("latchkey_election_handoff"),
+                ],
+                waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
+                persistent: vec![derived("latchkey_election_log")],
             },
         }
     }
@@ -684,6 +702,8 @@ impl Quiesced {
         for (key, (kind, pttl)) in &self.keys_at_stop {
             let ok = if *key == names.token {
                 kind == "string" && *pttl == -1
+            } else if names.persistent.contains(key) {
+                *pttl == -1
             } else if *key == names.lock {
                 kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
             } else if names.waiting.contains(key) {
@@ -782,7 +802,9 @@ pub fn quiesce(
         quiesced.keys_at_stop.insert(key, (kind, ttl));
     }
     let clean = |admin: &mut Admin| {
-        scan_keys(admin).iter().all(|k| *k == names.token)
+        scan_keys(admin)
+            .iter()
+            .all(|k| *k == names.token || names.persistent.contains(k))
             && subscribed_channels(admin, names).is_empty()
     };
     if poll_until(settle, Duration::from_millis(50), || clean(admin)) {
@@ -790,7 +812,7 @@ pub fn quiesce(
     }
     let mut leftovers = Leftovers::default();
     for key in scan_keys(admin) {
-        if key == names.token {
+        if key == names.token || names.persistent.contains(&key) {
             continue;
         }
         if key == names.lock {

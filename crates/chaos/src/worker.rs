@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latchkey::{
-    Client, FairLock, FairLockGuard, LockGuard, LockOptions, RedLock, RedLockGuard, WriteGuard,
-    WriteLock,
+    Client, Election, FairLock, FairLockGuard, Leadership, LockGuard, LockOptions, RedLock,
+    RedLockGuard, WriteGuard, WriteLock,
 };
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,10 @@ pub enum Primitive {
     FairLock,
     /// The write side of a [`latchkey::RwLock`] (writers exclude each other).
     WriteLock,
+    /// A [`latchkey::Election`]: a hold is a leadership, its fencing token the term, its
+    /// release a resignation (always the watchdog lease: [`WorkerConfig::lease_ms`] is not
+    /// used).
+    Election,
 }
 
 /// Everything a worker process needs; passed as JSON in its only argument.
@@ -318,6 +322,9 @@ enum Backend {
     Write(WriteLock),
     /// A RedLock over several servers; every acquire is a new owner.
     RedLock(RedLock),
+    /// A leader election on one server; the handle is the owner, `value` what it campaigns
+    /// with.
+    Election { election: Election, value: String },
 }
 
 /// A hold of either backend.
@@ -326,6 +333,7 @@ enum Held {
     Fair(FairLockGuard),
     Write(WriteGuard),
     RedLock(RedLockGuard),
+    Election(Leadership),
 }
 
 impl Held {
@@ -336,6 +344,7 @@ impl Held {
             Held::Write(g) => g.fencing_token(),
             // Fencing is on (the default), so there always is a token.
             Held::RedLock(g) => g.fencing_token().unwrap_or(0),
+            Held::Election(g) => g.term(),
         }
     }
 
@@ -345,6 +354,7 @@ impl Held {
             Held::Fair(g) => g.is_lost(),
             Held::Write(g) => g.is_lost(),
             Held::RedLock(g) => g.is_lost(),
+            Held::Election(g) => g.is_lost(),
         }
     }
 
@@ -354,6 +364,7 @@ impl Held {
             Held::Fair(g) => Box::pin(g.lost()),
             Held::Write(g) => Box::pin(g.lost()),
             Held::RedLock(g) => Box::pin(g.lost()),
+            Held::Election(g) => Box::pin(g.lost()),
         }
     }
 
@@ -363,6 +374,7 @@ impl Held {
             Held::Fair(g) => g.unlock().await,
             Held::Write(g) => g.unlock().await,
             Held::RedLock(g) => g.unlock().await,
+            Held::Election(g) => g.resign().await,
         }
     }
 }
@@ -421,6 +433,23 @@ impl Worker {
             Backend::Fair(lock) => lock.lock_with(self.options()).await.map(Held::Fair),
             Backend::Write(lock) => lock.lock_with(self.options()).await.map(Held::Write),
             Backend::RedLock(lock) => lock.lock_with(self.options()).await.map(Held::RedLock),
+            Backend::Election { election, value } => {
+                let wait = Duration::from_millis(self.config.acquire_wait_ms);
+                match election.try_campaign(value.as_str(), wait).await {
+                    Ok(Some(leadership)) => Ok(Held::Election(leadership)),
+                    Ok(None) => {
+                        // As a lock's `lock_with` whose wait ran out.
+                        self.history.record(
+                            acquire.op,
+                            EventKind::AcquireFail {
+                                reason: format!("did not lead within {wait:?}"),
+                            },
+                        )?;
+                        return Ok(());
+                    }
+                    Err(e) => Err(e),
+                }
+            }
         };
         let guard = match attempt {
             Ok(guard) => guard,
@@ -575,6 +604,12 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
                 let lock = client.rw_lock(name);
                 let owner = lock.owner_id().to_owned();
                 (Backend::Write(lock.write()), owner)
+            }
+            Primitive::Election => {
+                let election = client.election(name);
+                let owner = election.owner_id().to_owned();
+                let value = format!("worker-{}", config.worker);
+                (Backend::Election { election, value }, owner)
             }
         };
         (client, backend, owner)

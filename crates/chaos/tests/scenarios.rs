@@ -322,9 +322,15 @@ fn assert_progress(scenario: &str, run: &Run, since_ns: u64, n: usize) {
 
 /// Waits until somebody holds the lock and returns its owner.
 fn wait_for_holder(admin: &mut Admin) -> String {
+    wait_for_holder_of(admin, LOCK)
+}
+
+/// Waits until somebody holds the lock hash `key` (an election's leader key) and returns
+/// its owner.
+fn wait_for_holder_of(admin: &mut Admin, key: &str) -> String {
     let mut owner = None;
     harness::poll_until(HOLDER_GUARD, Duration::from_millis(2), || {
-        owner = admin.holders(LOCK).into_iter().next();
+        owner = admin.holders(key).into_iter().next();
         owner.is_some()
     });
     owner.expect("somebody holds the lock")
@@ -423,6 +429,14 @@ fn write_lock_kill_9_of_the_holder() {
     kill_9_of_the_holder_of("write_lock_kill_9_of_the_holder", Primitive::WriteLock);
 }
 
+/// [`kill_9_of_the_holder`] on a leader election: the leader is killed inside its critical
+/// section; a standby leads once its lease has run out, no two leaders' sections overlap, and
+/// the terms (the fencing tokens) increase.
+#[test]
+fn election_kill_9_of_the_leader() {
+    kill_9_of_the_holder_of("election_kill_9_of_the_leader", Primitive::Election);
+}
+
 fn kill_9_of_the_holder_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let scale = scale();
@@ -432,13 +446,14 @@ fn kill_9_of_the_holder_of(scenario: &str, primitive: Primitive) {
     config.watchdog_timeout_ms = 1000;
     config.writes_per_hold = 4;
     config.write_interval_ms = 50;
+    let key = LockKeyNames::for_workers(&config).lock;
     let mut run = start(scenario, &config, scale.workers);
     let mut admin = servers.admin();
     let mut killed = Vec::new();
     for _ in 0..scale.faults {
         assert_progress(scenario, &run, 0, 1);
         let holder = run
-            .stop_holder(&mut admin, LOCK, HOLDER_GUARD, |_| true)
+            .stop_holder(&mut admin, &key, HOLDER_GUARD, |_| true)
             .expect("found the holder inside its critical section");
         run.kill(holder.worker);
         let killed_at = now_ns();
@@ -688,6 +703,17 @@ fn write_lock_sigstop_of_the_holder_past_its_lease() {
     );
 }
 
+/// [`sigstop_of_the_holder_past_its_lease`] on a leader election: the paused leader's late
+/// write carries its old term and is refused, it hears `lost()`, and its resignation is refused
+/// without touching the new leader.
+#[test]
+fn election_sigstop_of_the_leader_past_its_lease() {
+    sigstop_of_the_holder_past_its_lease_of(
+        "election_sigstop_of_the_leader_past_its_lease",
+        Primitive::Election,
+    );
+}
+
 fn sigstop_of_the_holder_past_its_lease_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let scale = scale();
@@ -699,6 +725,7 @@ fn sigstop_of_the_holder_past_its_lease_of(scenario: &str, primitive: Primitive)
     config.write_interval_ms = 100;
     config.check_lost_before_write = false;
     let writes = config.writes_per_hold;
+    let key = LockKeyNames::for_workers(&config).lock;
     let mut run = start(scenario, &config, scale.workers);
     let mut admin = servers.admin();
     let mut zombies: Vec<(StoppedHolder, u64)> = Vec::new();
@@ -706,7 +733,7 @@ fn sigstop_of_the_holder_past_its_lease_of(scenario: &str, primitive: Primitive)
         assert_progress(scenario, &run, 0, 1);
         // Between writes (not in the middle of one), with at least one write to go.
         let holder = run
-            .stop_holder(&mut admin, LOCK, HOLDER_GUARD, |cs| {
+            .stop_holder(&mut admin, &key, HOLDER_GUARD, |cs| {
                 cs.writes_started < writes
                     && matches!(cs.last, EventKind::AcquireOk { .. } | EventKind::WriteOk)
             })
@@ -916,6 +943,13 @@ fn write_lock_redis_restart_with_aof() {
     redis_restart_with_aof_of("write_lock_redis_restart_with_aof", Primitive::WriteLock);
 }
 
+/// [`redis_restart_with_aof`] on a leader election: the leader key, the term counter and the
+/// change log are on disk.
+#[test]
+fn election_redis_restart_with_aof() {
+    redis_restart_with_aof_of("election_redis_restart_with_aof", Primitive::Election);
+}
+
 fn redis_restart_with_aof_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let scale = scale();
@@ -926,16 +960,17 @@ fn redis_restart_with_aof_of(scenario: &str, primitive: Primitive) {
     config.command_timeout_ms = 1000;
     config.writes_per_hold = 4;
     config.write_interval_ms = 50;
+    let key = LockKeyNames::for_workers(&config).lock;
     let mut run = start(scenario, &config, scale.workers);
     let mut admin = servers.admin();
     let mut survived = 0;
     for _ in 0..scale.faults {
         assert_progress(scenario, &run, 0, 1);
-        let owner = wait_for_holder(&mut admin);
+        let owner = wait_for_holder_of(&mut admin, &key);
         servers.lock.restart();
         let restarted = now_ns();
         // The lock was on disk: unless its holder released it in the meantime, it is back.
-        if admin.holders(LOCK).contains(&owner) {
+        if admin.holders(&key).contains(&owner) {
             survived += 1;
         }
         assert_progress(scenario, &run, restarted, scale.after_fault(&config));

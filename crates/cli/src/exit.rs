@@ -25,16 +25,17 @@ pub const SIGNAL_BASE: u8 = 128;
 /// The exit-code table shown at the end of `latchkey --help` and `latchkey run --help`.
 pub const TABLE: &str = "\
 Exit codes:
-    0    success (run: the command exited 0)
-    1    error: Redis unreachable, a Redis error, a failed check (all but run)
+    0    success (run, elect: the command exited 0)
+    1    error: Redis unreachable, a Redis error, a failed check (all but run, elect)
    64    usage error: a bad flag or value
-   75    busy: run got no lock within --wait; queue take got no item within --timeout
-   76    run: the lock was lost while the command ran; the command was stopped
-  125    run: latchkey itself failed (the command did not run)
-  126    run: the command cannot be executed
-  127    run: the command was not found
- 128+N   interrupted by signal N (run: the command was killed by signal N)
-  else   run: the command's own exit status";
+   75    busy: run got no lock (elect: did not lead) within --wait; queue take got no item
+         within --timeout
+   76    run, elect: the lock (leadership) was lost while the command ran; it was stopped
+  125    run, elect: latchkey itself failed (the command did not run)
+  126    run, elect: the command cannot be executed
+  127    run, elect: the command was not found
+ 128+N   interrupted by signal N (run, elect: the command was killed by signal N)
+  else   run, elect: the command's own exit status";
 
 /// An error that carries its exit code (any other error exits with [`ERROR`]).
 #[derive(Debug)]

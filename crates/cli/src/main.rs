@@ -7,6 +7,7 @@ mod cli;
 mod connect;
 mod demo;
 mod duration;
+mod elect;
 mod exit;
 mod list;
 mod opt;

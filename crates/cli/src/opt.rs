@@ -9,7 +9,8 @@ use crate::duration;
 use crate::exit;
 
 const ABOUT: &str = "Distributed locks kept in Redis (Redisson-compatible), from the shell: run a \
-command under a lock, inspect and release locks, use delayed queues, watch the demo.";
+command under a lock or only while leading an election, inspect and release locks, use delayed \
+queues, watch the demo.";
 
 /// The `latchkey` command.
 #[derive(Debug, Parser)]
@@ -36,6 +37,21 @@ pub enum Command {
         override_usage = "latchkey run [OPTIONS] <LOCK> -- <COMMAND> [ARGS]..."
     )]
     Run(RunOpt),
+    /// Run a command only while this process leads an election: one active node of many.
+    ///
+    /// Campaigns (standbys wait in line; the first in line leads as soon as the leader resigns,
+    /// or within its lease when it dies), runs the command with the term in LATCHKEY_TERM
+    /// (also LATCHKEY_FENCING_TOKEN) while it leads, and resigns when it exits, handing over to
+    /// the next standby. If the leadership is lost while the command runs, the command gets
+    /// SIGTERM, then SIGKILL after --grace, and latchkey exits 76. Signals are passed on as by
+    /// `run`.
+    #[command(
+        after_help = exit::TABLE,
+        override_usage = "latchkey elect [OPTIONS] <ELECTION> -- <COMMAND> [ARGS]..."
+    )]
+    Elect(ElectOpt),
+    /// Show an election's leader and term; with --watch, every change until interrupted.
+    Leader(LeaderOpt),
     /// Show locks and semaphores: holders, hold counts, remaining lease, fencing token, waiting
     /// clients; a fair lock's queue, a read-write lock's mode, a semaphore's permits.
     ///
@@ -109,6 +125,57 @@ pub struct RunOpt {
         allow_hyphen_values = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// Options of `latchkey elect`.
+#[derive(Debug, Args)]
+pub struct ElectOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The election's name.
+    pub election: String,
+    /// What `latchkey leader` shows of this process while it leads. Default: <host name>:<pid>.
+    #[arg(long, value_name = "VALUE")]
+    pub value: Option<String>,
+    /// Give up if this process does not lead within this long (`0`: try once) and exit 75.
+    /// Default: wait as a standby as long as it takes.
+    #[arg(long, value_name = "DURATION", value_parser = duration::wait)]
+    pub wait: Option<Duration>,
+    /// The leadership's lease: how long a leader that dies keeps the standbys waiting.
+    /// Renewed every third of it. Default: the library's default, 30s.
+    #[arg(long, value_name = "DURATION", value_parser = duration::watchdog)]
+    pub watchdog: Option<Duration>,
+    /// When the leadership is lost: how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::grace)]
+    pub grace: Duration,
+    /// Say on stderr when this process leads and resigns.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command to run and its arguments (after `--`).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Options of `latchkey leader`.
+#[derive(Debug, Args)]
+pub struct LeaderOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The election's name.
+    pub election: String,
+    /// Follow the changes (a line each: new leader, new value, no leader) until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// Print JSON (one object per line) on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `latchkey status`.

@@ -108,16 +108,38 @@ async fn hold<G: Guard>(
         }
     };
     let pid = child.id().unwrap_or(0);
-    let lost = guard.lost();
+    match supervise(&mut child, signals, guard.lost()).await? {
+        Ended::Exited(status) => Ok(release(opt, guard, status).await),
+        Ended::Lost => Ok(stop_after_loss(opt, &mut child, pid).await),
+    }
+}
+
+/// How a supervised command ended.
+pub(crate) enum Ended {
+    /// It exited by itself with this status.
+    Exited(ExitStatus),
+    /// The hold it ran under was lost first; it still runs (stop it with [`stop_command`]).
+    Lost,
+}
+
+/// Waits for `child` to exit, passing signals on to it (see [`forward`]), unless `lost`
+/// resolves first.
+pub(crate) async fn supervise(
+    child: &mut Child,
+    signals: &mut Signals,
+    lost: impl Future<Output = ()>,
+) -> Result<Ended> {
+    let pid = child.id().unwrap_or(0);
     tokio::pin!(lost);
-    let status = loop {
+    loop {
         tokio::select! {
-            status = child.wait() => break status.context("waiting for the command")?,
+            status = child.wait() => {
+                return Ok(Ended::Exited(status.context("waiting for the command")?));
+            }
             signo = signals.recv() => forward(pid, signo),
-            () = &mut lost => return Ok(stop_after_loss(opt, &mut child, pid).await),
+            () = &mut lost => return Ok(Ended::Lost),
         }
-    };
-    Ok(release(opt, guard, status).await)
+    }
 }
 
 /// Starts the command with the token in its environment.
@@ -127,12 +149,23 @@ fn watchdog(opt: &RunOpt) -> std::time::Duration {
 }
 
 fn spawn(opt: &RunOpt, token: u64) -> std::result::Result<Child, (u8, anyhow::Error)> {
-    let program = &opt.command[0];
+    spawn_command(
+        &opt.command,
+        &[(TOKEN_ENV, token.to_string()), (LOCK_ENV, opt.lock.clone())],
+    )
+}
+
+/// Starts `argv` with `env` added to its environment, tied to latchkey's life; an error
+/// carries the exit code to report ([`exit::NOT_FOUND`], [`exit::CANNOT_EXECUTE`]).
+pub(crate) fn spawn_command(
+    argv: &[std::ffi::OsString],
+    env: &[(&str, String)],
+) -> std::result::Result<Child, (u8, anyhow::Error)> {
+    let program = &argv[0];
     let mut command = Command::new(program);
     command
-        .args(&opt.command[1..])
-        .env(TOKEN_ENV, token.to_string())
-        .env(LOCK_ENV, &opt.lock)
+        .args(&argv[1..])
+        .envs(env.iter().map(|(name, value)| (*name, value)))
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
@@ -168,8 +201,14 @@ async fn stop_after_loss(opt: &RunOpt, child: &mut Child, pid: u32) -> u8 {
          running now. Sending SIGTERM to the command (pid {pid}) and its processes.",
         opt.lock
     );
+    stop_command(child, opt.grace).await;
+    exit::LOST
+}
+
+/// Stops the command and every process below latchkey: SIGTERM, then SIGKILL after `grace`.
+pub(crate) async fn stop_command(child: &mut Child, grace: std::time::Duration) {
     signal_tree(libc::SIGTERM);
-    let deadline = tokio::time::Instant::now() + opt.grace;
+    let deadline = tokio::time::Instant::now() + grace;
     let mut exited = false;
     loop {
         if !exited {
@@ -184,7 +223,7 @@ async fn stop_after_loss(opt: &RunOpt, child: &mut Child, pid: u32) -> u8 {
         if tokio::time::Instant::now() >= deadline {
             eprintln!(
                 "latchkey: the command did not stop within {} (--grace); sending SIGKILL",
-                human(opt.grace)
+                human(grace)
             );
             signal_tree(libc::SIGKILL);
             let _ = child.wait().await;
@@ -192,7 +231,6 @@ async fn stop_after_loss(opt: &RunOpt, child: &mut Child, pid: u32) -> u8 {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    exit::LOST
 }
 
 /// The command exited: release the lock and pass its status on.
@@ -234,7 +272,7 @@ fn signal_tree(signal: i32) {
 }
 
 /// The shell's convention: the exit code, or 128 + the signal that killed the process.
-fn status_code(status: ExitStatus) -> u8 {
+pub(crate) fn status_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -267,7 +305,7 @@ fn describe_holders(status: &latchkey::LockStatus) -> String {
 
 /// The signals `run` handles: installed before the lock is taken, so that none of them can
 /// kill latchkey while it holds the lock.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: Signal,
     terminate: Signal,
     hangup: Signal,
@@ -275,7 +313,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn new() -> Result<Signals> {
+    pub(crate) fn new() -> Result<Signals> {
         let install = |kind: SignalKind| signal(kind).context("installing a signal handler");
         Ok(Signals {
             interrupt: install(SignalKind::interrupt())?,
@@ -286,7 +324,7 @@ impl Signals {
     }
 
     /// The next signal's number.
-    async fn recv(&mut self) -> i32 {
+    pub(crate) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.interrupt.recv() => libc::SIGINT,
             _ = self.terminate.recv() => libc::SIGTERM,

@@ -150,6 +150,46 @@ impl LockKeys {
     }
 }
 
+/// The keys and channels of a leader election (latchkey's own; Redisson has no election).
+#[derive(Debug)]
+pub(crate) struct ElectionKeys {
+    /// The leader key: a hash with one field, the leader's owner id, holding
+    /// `<term>:<value>` (a held lock's layout), `latchkey_election:{name}`.
+    pub(crate) leader: Arc<str>,
+    /// The term counter (never expires).
+    pub(crate) term: Arc<str>,
+    /// The change log: the last changes, for observers (never expires).
+    pub(crate) log: Arc<str>,
+    /// The wait queue (zset of client wake ids by arrival).
+    pub(crate) queue: Arc<str>,
+    /// The waiters' liveness (hash of client wake id → registered until).
+    pub(crate) alive: Arc<str>,
+    /// The hand-off reservation.
+    pub(crate) hand_off: Arc<str>,
+    /// The channel waiters are woken on (one at a time).
+    pub(crate) channel: Arc<str>,
+    /// The channel every change is published on, for observers.
+    pub(crate) observe: Arc<str>,
+}
+
+impl ElectionKeys {
+    /// The keys of the election `name` of a client with `namespace`.
+    pub(crate) fn new(namespace: Option<&str>, name: &str) -> ElectionKeys {
+        let object = object_name(namespace, name);
+        let key = |prefix: &str| Arc::from(prefix_name(prefix, &object));
+        ElectionKeys {
+            leader: key("latchkey_election"),
+            term: key("latchkey_election_term"),
+            log: key("latchkey_election_log"),
+            queue: key("latchkey_election_queue"),
+            alive: key("latchkey_election_alive"),
+            hand_off: key("latchkey_election_handoff"),
+            channel: key("latchkey_election_channel"),
+            observe: key("latchkey_election_observe"),
+        }
+    }
+}
+
 /// The keys and channels of a fair lock (Redisson's `RedissonFairLock`).
 #[derive(Debug)]
 pub(crate) struct FairLockKeys {
@@ -519,6 +559,30 @@ mod tests {
                 &lock.queue,
                 &lock.alive,
                 &lock.hand_off,
+            ] {
+                assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
+            }
+        }
+    }
+
+    /// Every key and channel of an election is latchkey's own and in the election's slot.
+    #[test]
+    fn election_keys_share_one_slot() {
+        let keys = ElectionKeys::new(Some("ns"), "jobs");
+        assert_eq!(&*keys.leader, "latchkey_election:{ns:jobs}");
+        assert_eq!(&*keys.term, "latchkey_election_term:{ns:jobs}");
+        assert_eq!(&*keys.observe, "latchkey_election_observe:{ns:jobs}");
+        for (namespace, name) in [(None, "a"), (Some("ns"), "b"), (None, "c:{tag}")] {
+            let keys = ElectionKeys::new(namespace, name);
+            let slot = key_slot(keys.leader.as_bytes());
+            for key in [
+                &keys.term,
+                &keys.log,
+                &keys.queue,
+                &keys.alive,
+                &keys.hand_off,
+                &keys.channel,
+                &keys.observe,
             ] {
                 assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
             }

@@ -9,6 +9,7 @@ mod client;
 mod codec;
 mod conn;
 mod connect;
+mod election;
 mod error;
 mod fair_lock;
 mod guard;
@@ -36,6 +37,7 @@ mod layers_test;
 
 pub use client::{Client, ClientBuilder};
 pub use codec::{Codec, Json};
+pub use election::{Election, Leader, Leadership};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard};
 pub use guard::Guard;

@@ -87,6 +87,21 @@ scripts! {
     /// Delete a read-write lock whoever holds it.
     RW_FORCE_UNLOCK = "rw_prelude.lua", "rw_force_unlock.lua";
 
+    /// Campaign in an election: lead it, or wait in its queue.
+    ELECTION_CAMPAIGN = "election_prelude.lua", "election_campaign.lua";
+
+    /// Resign an election's leadership, handing it over to the next waiter.
+    ELECTION_RESIGN = "election_prelude.lua", "election_resign.lua";
+
+    /// Change the leader's value while it still leads.
+    ELECTION_PROCLAIM = "election_prelude.lua", "election_proclaim.lua";
+
+    /// Read an election's leader, term and change log in one snapshot.
+    ELECTION_OBSERVE = "election_prelude.lua", "election_observe.lua";
+
+    /// Unregister a client whose last campaign gave up, passing on a hand-off meant for it.
+    ELECTION_LEAVE = "election_prelude.lua", "election_leave.lua";
+
     /// Take permits from a semaphore.
     SEM_ACQUIRE = "sem_acquire.lua";
 

@@ -569,6 +569,10 @@ async fn renew_loop(
             continue;
         }
         next_tick = Instant::now() + period;
+        // A lease that ends at this tick (the usual case: a lease is a whole number of periods
+        // from the renewal that set it) is lost now, not after this tick's renewals have been
+        // answered or timed out.
+        registry.expire(Instant::now());
         let items = registry.snapshot(watchdog_timeout);
         // Group by script (kind of hold) and, on a cluster, by hash slot (one script call may
         // only touch one slot), then batches of at most RENEW_BATCH holds.
@@ -622,10 +626,17 @@ async fn renew_loop(
                     }
                 }
             });
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = join_all(batches) => {}
+        // While the renewals are under way, leases keep running out on time.
+        let renewals = join_all(batches);
+        tokio::pin!(renewals);
+        loop {
+            let earliest = registry.expire(Instant::now());
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                _ = &mut renewals => break,
+                _ = tokio::time::sleep_until(earliest.unwrap_or(next_tick)) => {}
+            }
         }
     }
 }

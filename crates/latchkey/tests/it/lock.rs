@@ -1254,3 +1254,34 @@ async fn a_new_owner_does_not_reenter_but_a_clone_does() {
         .is_none());
     drop(write);
 }
+
+/// A holder cut off from Redis (its connection black-holed) hears `lost()` before another
+/// client can take the lock: the watchdog loses a hold whose lease runs out at a renewal tick
+/// at once, not after that tick's renewal has timed out.
+#[tokio::test]
+async fn a_cut_off_holder_hears_lost_before_another_client_locks() {
+    let server = RedisServer::spawn();
+    let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
+    let a = Client::builder(proxy.url())
+        .watchdog_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let b = client(&server).await;
+    for round in 0..3 {
+        let name = format!("cutoff-{round}");
+        let held = a.lock(name.as_str()).lock().await.unwrap();
+        proxy.blackhole(true);
+        let next = tokio::time::timeout(Duration::from_secs(10), b.lock(name.as_str()).lock())
+            .await
+            .expect("the lock is free once the lease has run out")
+            .unwrap();
+        assert!(
+            held.is_lost(),
+            "round {round}: lost() fired before the next holder locked"
+        );
+        proxy.blackhole(false);
+        drop((held, next));
+    }
+}

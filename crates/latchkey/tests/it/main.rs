@@ -14,6 +14,7 @@ mod blocking_queue;
 mod cluster;
 mod delayed_queue;
 mod deployments;
+mod election;
 mod fair_lock;
 mod hand_off;
 mod inspect;

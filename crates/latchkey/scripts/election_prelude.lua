@@ -1,0 +1,77 @@
+-- Helpers of the leader election scripts (src/election.rs), put after the shared prelude.
+--
+-- The leader key is a hash with one field, the leader's owner id, holding "<term>:<value>": the
+-- layout of a held lock (one owner field, PEXPIRE = lease), so the lock's renew script keeps it.
+-- The term is the election's fencing token: INCR of a counter that never expires.
+--
+-- The change log is a list of the last LOG_LENGTH changes, oldest first, each
+-- "<version>:<term>:<kind>:<value>": kind "L" a leader was elected (value: its value), "P" the
+-- leader proclaimed a new value, "N" the term ended without a leader after it (resigned, or
+-- found expired by the next campaign). Versions count up by one per entry, so an observer can
+-- tell which entries it has seen; the log never expires, like the term counter.
+local LOG_LENGTH = 16
+
+-- The term and value of a leader key's payload "<term>:<value>".
+local function parse_payload(payload)
+    local colon = string.find(payload, ':', 1, true)
+    if not colon then
+        return nil, payload
+    end
+    return tonumber(string.sub(payload, 1, colon - 1)), string.sub(payload, colon + 1)
+end
+
+-- The version and kind of a log entry, nil for none.
+local function parse_entry(entry)
+    if not entry then
+        return nil, nil
+    end
+    local version, term, kind = string.match(entry, '^(%d+):(%d+):(%a):')
+    return tonumber(version), kind, tonumber(term)
+end
+
+-- Appends a change to the log at `key`, whose last entry is `last` (read before the first
+-- write), and keeps the last LOG_LENGTH entries. Returns the appended entry's version.
+local function append_log(key, last, term, kind, value)
+    local version = (parse_entry(last) or 0) + 1
+    redis.call('rpush', key, version .. ':' .. term .. ':' .. kind .. ':' .. value)
+    redis.call('ltrim', key, -LOG_LENGTH, -1)
+    return version
+end
+
+-- The earliest-arrived live waiting client of the wait queue `queue` (zset: wake id -> arrival)
+-- with liveness `alive` (hash: wake id -> registered until, server ms), taken out of both; nil
+-- when none. Waiters that stopped refreshing their registration are dropped on the way (at
+-- most 16). Both keys must have been checked to be a zset and a hash (or absent).
+local function next_waiter(queue, alive)
+    local now = now_ms()
+    for _ = 1, 16 do
+        local head = redis.call('zrange', queue, 0, 0)[1]
+        if not head then
+            return nil
+        end
+        local until_ms = tonumber(redis.call('hget', alive, head))
+        redis.call('zrem', queue, head)
+        redis.call('hdel', alive, head)
+        if until_ms and until_ms >= now then
+            return head
+        end
+    end
+    return nil
+end
+
+-- Hands the election over to the next live waiter, if any: reserves it for that waiter's
+-- client for `reserve_ms` at `hand_off` and publishes its wake id on `channel`; then publishes
+-- the plain wake-up message `message`, which wakes one waiter when nobody was picked. The wait
+-- keys of other types are left alone (no hand-off then).
+local function hand_over(publish, channel, queue, alive, hand_off, reserve_ms, message)
+    local picked = nil
+    if try_call('zcard', queue) ~= nil and try_call('hlen', alive) ~= nil
+        and try_call('get', hand_off) ~= nil then
+        picked = next_waiter(queue, alive)
+    end
+    if picked then
+        redis.call('set', hand_off, picked, 'PX', reserve_ms)
+        notify(publish, channel, picked)
+    end
+    notify(publish, channel, message)
+end
