@@ -16,6 +16,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::{detached, Task};
+use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 
@@ -379,6 +380,7 @@ impl FairLock {
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
         let waiting = Waiting {
             max_park: self.park_cap(),
+            site: Some(Site::new(&self.inner.client, "fair_lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, LatchKeys};
 use crate::pubsub::WakePolicy;
 use crate::task::Task;
+use crate::metrics::Site;
 use crate::wait::{deadline_after, Attempt, Waiting};
 
 use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};
@@ -309,6 +310,7 @@ impl CountDownLatch {
             &self.inner.channel,
             WakePolicy::All,
         )
+        .metered(Site::new(&self.inner.client, "latch", &self.inner.name))
         .run(deadline, |_| async {
             Ok(match self.count().await {
                 Ok(0) => Attempt::Granted(()),

@@ -12,6 +12,7 @@ mod guard;
 mod keys;
 mod latch;
 mod lock;
+mod metrics;
 mod multi_lock;
 mod permit_semaphore;
 mod pubsub;

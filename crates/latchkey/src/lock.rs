@@ -13,6 +13,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
+use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
 
@@ -281,6 +282,7 @@ impl Lock {
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
+            site: Some(Site::new(&self.inner.client, "lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,

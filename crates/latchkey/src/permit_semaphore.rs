@@ -17,6 +17,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::{detached, Task};
+use crate::metrics::Site;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
@@ -645,6 +646,7 @@ impl PermitSemaphore {
             &self.inner.channel,
             WakePolicy::Count,
         )
+        .metered(Site::new(&self.inner.client, "permit_semaphore", &self.inner.name))
         .run(deadline, |_| self.attempt(n, lease))
         .await
     }

@@ -12,6 +12,7 @@ use crate::keys::{check_name, named_debug, SemaphoreKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::task::{detached, Task};
+use crate::metrics::Site;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
@@ -492,6 +493,7 @@ impl Semaphore {
             &self.inner.channel,
             WakePolicy::Count,
         )
+        .metered(Site::new(&self.inner.client, "semaphore", &self.inner.name))
         .run(deadline, |_| self.attempt(n))
         .await
     }

@@ -32,7 +32,8 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let handle = tokio::spawn(work);
+    // The task runs in the caller's span (the operation's), so what it records lands there.
+    let handle = tokio::spawn(tracing::Instrument::in_current_span(work));
     async move { handle.await.map_err(|_| Error::Closed) }
 }
 

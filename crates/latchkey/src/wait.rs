@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::metrics::{self, Site};
 use crate::pubsub::{Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
@@ -77,6 +78,9 @@ pub(crate) struct Waiting<'a> {
     /// anyway (queues: the message announced another item than the one it found). Otherwise a
     /// grant consumes it (locks, semaphores: the release it announced was this grant).
     pub(crate) pass_on_unused_wake: bool,
+    /// Where the acquire metrics of this wait are recorded (`latchkey_acquires_total`, …);
+    /// `None` records nothing (queue consumers, which have metrics of their own).
+    pub(crate) site: Option<Site>,
 }
 
 impl<'a> Waiting<'a> {
@@ -90,6 +94,15 @@ impl<'a> Waiting<'a> {
             on_leave: None,
             max_park: MAX_PARK,
             pass_on_unused_wake: false,
+            site: None,
+        }
+    }
+
+    /// The same wait, recording the acquire metrics of `site`.
+    pub(crate) fn metered(self, site: Site) -> Waiting<'a> {
+        Waiting {
+            site: Some(site),
+            ..self
         }
     }
 
@@ -107,11 +120,40 @@ impl<'a> Waiting<'a> {
     ///
     /// Dropping the future drops the subscription (the hub forgets the waiter, and runs
     /// [`Waiting::on_leave`] if it was the client's last); attempts are detached by their
-    /// callers, so a grant that arrives after the drop is released where it lands.
+    /// callers, so a grant that arrives after the drop is released where it lands. A dropped
+    /// wait records no metric.
     pub(crate) async fn run<G, F, Fut>(
         &self,
         deadline: Option<Instant>,
+        attempt: F,
+    ) -> Result<Option<G>>
+    where
+        F: FnMut(Turn) -> Fut,
+        Fut: Future<Output = Result<Attempt<G>>>,
+    {
+        let started = Instant::now();
+        let mut refused_at = None;
+        let result = self.run_loop(deadline, attempt, &mut refused_at).await;
+        let outcome = metrics::outcome(&result);
+        metrics::record_outcome(outcome);
+        if let Some(site) = &self.site {
+            let labels = [("outcome", outcome)];
+            site.count(metrics::ACQUIRES, &labels, 1);
+            site.observe(metrics::ACQUIRE_DURATION, &labels, started.elapsed());
+            if let Some(refused_at) = refused_at {
+                site.count(metrics::CONTENDED, &[], 1);
+                site.observe(metrics::WAIT_DURATION, &labels, refused_at.elapsed());
+            }
+        }
+        result
+    }
+
+    /// The loop of [`Waiting::run`]; sets `refused_at` at the first refused attempt.
+    async fn run_loop<G, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
         mut attempt: F,
+        refused_at: &mut Option<Instant>,
     ) -> Result<Option<G>>
     where
         F: FnMut(Turn) -> Fut,
@@ -146,6 +188,7 @@ impl<'a> Waiting<'a> {
                     return Ok(Some(granted));
                 }
                 Attempt::Wait { retry_after, short } => {
+                    refused_at.get_or_insert_with(Instant::now);
                     if woken && short {
                         if let Some(subscription) = &subscription {
                             subscription.pass_on();

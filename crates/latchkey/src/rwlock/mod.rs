@@ -18,6 +18,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::task::{detached, Task};
+use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal};
 
@@ -299,11 +300,16 @@ impl RwLock {
         // A writer's pending mark (dropped without being disarmed — give-up, error,
         // cancellation — it clears the mark), and the pause before an upgrade is tried again.
         let state = std::sync::Mutex::new((None::<PendingMark>, Duration::from_millis(10)));
+        let primitive = match side {
+            Side::Read => "read_lock",
+            Side::Write => "write_lock",
+        };
         let waiting = Waiting::new(
             &self.inner.client.inner.hub,
             &self.inner.channel,
             WakePolicy::All,
-        );
+        )
+        .metered(Site::new(&self.inner.client, primitive, &self.inner.name));
         let granted = waiting
             .run(deadline, |turn| {
                 let state = &state;
