@@ -211,6 +211,57 @@ pub(crate) fn span(op: Op, primitive: &'static str, name: &str, wait: Option<Dur
     }
 }
 
+/// The span of an acquire (`acquire`, or `try_acquire` with the wait left before `deadline`).
+pub(crate) fn acquire_span(
+    primitive: &'static str,
+    name: &str,
+    deadline: Option<tokio::time::Instant>,
+) -> tracing::Span {
+    match deadline {
+        None => span(Op::Acquire, primitive, name, None),
+        Some(deadline) => {
+            let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+            span(Op::TryAcquire, primitive, name, Some(wait))
+        }
+    }
+}
+
+/// Runs the acquire `work` of a primitive that does not wait in the one wait loop (multi
+/// locks, RedLock) in a `lock` or `try_lock` span (by whether there is a `deadline`), recording
+/// its outcome there and in `latchkey_acquires_total` and `latchkey_acquire_duration_seconds`.
+pub(crate) async fn lock_traced<G, E>(
+    site: Site,
+    deadline: Option<tokio::time::Instant>,
+    name: &str,
+    work: impl std::future::Future<Output = Result<Option<G>, E>>,
+) -> Result<Option<G>, E> {
+    let started = tokio::time::Instant::now();
+    let span = match deadline {
+        None => span(Op::Lock, site.primitive, name, None),
+        Some(deadline) => {
+            let wait = deadline.saturating_duration_since(started);
+            span(Op::TryLock, site.primitive, name, Some(wait))
+        }
+    };
+    let done = tracing::Instrument::instrument(work, span.clone()).await;
+    let outcome = outcome(&done);
+    span.record("outcome", outcome);
+    site.count(ACQUIRES, &[("outcome", outcome)], 1);
+    site.observe(ACQUIRE_DURATION, &[("outcome", outcome)], started.elapsed());
+    done
+}
+
+/// Runs `work` in `span`, then records its outcome there: `ok`, or `error` (for operations
+/// whose work records no outcome of its own).
+pub(crate) async fn traced<T, E>(
+    span: tracing::Span,
+    work: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let done = tracing::Instrument::instrument(work, span.clone()).await;
+    span.record("outcome", if done.is_ok() { "ok" } else { "error" });
+    done
+}
+
 /// Records `outcome` on the current span (the operation's span, which the latchkey call runs
 /// in; a no-op when it is disabled or has no such field).
 pub(crate) fn record_outcome(outcome: &'static str) {

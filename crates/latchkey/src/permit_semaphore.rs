@@ -17,7 +17,7 @@ use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::{detached, Task};
-use crate::metrics::Site;
+use crate::metrics::{self, Op, Site};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
@@ -602,6 +602,11 @@ impl PermitSemaphore {
     /// # }
     /// ```
     pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        let span = metrics::span(Op::Release, "permit_semaphore", &self.inner.name, None);
+        metrics::traced(span, self.release_ids(ids)).await
+    }
+
+    async fn release_ids(&self, ids: &[PermitId]) -> Result<()> {
         check_name(&self.inner.name)?;
         if ids.is_empty() {
             return Err(Error::invalid(
@@ -639,16 +644,20 @@ impl PermitSemaphore {
         lease: Lease,
         deadline: Option<Instant>,
     ) -> Result<Option<LeasedPermits>> {
-        check_name(&self.inner.name)?;
-        check_permits(n)?;
-        Waiting::new(
-            &self.inner.client.inner.hub,
-            &self.inner.channel,
-            WakePolicy::Count,
-        )
-        .metered(Site::new(&self.inner.client, "permit_semaphore", &self.inner.name))
-        .run(deadline, |_| self.attempt(n, lease))
-        .await
+        let span = metrics::acquire_span("permit_semaphore", &self.inner.name, deadline);
+        let acquire = async {
+            check_name(&self.inner.name)?;
+            check_permits(n)?;
+            Waiting::new(
+                &self.inner.client.inner.hub,
+                &self.inner.channel,
+                WakePolicy::Count,
+            )
+            .metered(Site::new(&self.inner.client, "permit_semaphore", &self.inner.name))
+            .run(deadline, |_| self.attempt(n, lease))
+            .await
+        };
+        tracing::Instrument::instrument(acquire, span).await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer

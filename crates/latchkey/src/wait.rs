@@ -134,9 +134,9 @@ impl<'a> Waiting<'a> {
         let started = Instant::now();
         let mut refused_at = None;
         let result = self.run_loop(deadline, attempt, &mut refused_at).await;
-        let outcome = metrics::outcome(&result);
-        metrics::record_outcome(outcome);
         if let Some(site) = &self.site {
+            let outcome = metrics::outcome(&result);
+            metrics::record_outcome(outcome);
             let labels = [("outcome", outcome)];
             site.count(metrics::ACQUIRES, &labels, 1);
             site.observe(metrics::ACQUIRE_DURATION, &labels, started.elapsed());
