@@ -625,7 +625,9 @@ impl HubTask {
 
     fn disconnected(&mut self, why: &str) {
         if self.conn.is_some() {
-            tracing::warn!("latchkey subscriber lost its connection: {why}");
+            // It reconnects on its own, and waiters retry by their park meanwhile: not for an
+            // operator (`latchkey_pubsub_reconnects_total` counts the reconnections).
+            tracing::info!("latchkey subscriber lost its connection: {why}");
         }
         self.conn = None;
         self.subscribed.clear();

@@ -156,7 +156,8 @@ async fn run_task(conn: Conn, task: Task) {
                 tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
             }
             None => {
-                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
+                // Nothing to act on: the hold ends with its lease.
+                tracing::info!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
             }
         }
     }

@@ -16,6 +16,7 @@ mod deployments;
 mod fair_lock;
 mod latch;
 mod lock;
+mod metrics;
 mod multi_lock;
 mod queue_cluster;
 mod redlock;
