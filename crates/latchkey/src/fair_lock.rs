@@ -12,11 +12,11 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, FairLockKeys};
+use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::{detached, Task};
-use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
 

@@ -8,9 +8,9 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, LatchKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::task::Task;
-use crate::metrics::{self, Op, Site};
 use crate::wait::{deadline_after, Attempt, Waiting};
 
 use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};

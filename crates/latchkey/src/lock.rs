@@ -9,11 +9,11 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore};
 use crate::keys::{check_name, named_debug, LockKeys};
+use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
-use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Renewal};
 

@@ -121,17 +121,32 @@ impl Site {
     }
 
     /// Adds `n` to counter `metric`.
-    pub(crate) fn count(&self, metric: &'static str, extra: &[(&'static str, &'static str)], n: u64) {
+    pub(crate) fn count(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        n: u64,
+    ) {
         counter!(metric, self.labels(extra)).increment(n);
     }
 
     /// Records `value` in histogram `metric`.
-    pub(crate) fn observe(&self, metric: &'static str, extra: &[(&'static str, &'static str)], value: Duration) {
+    pub(crate) fn observe(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        value: Duration,
+    ) {
         histogram!(metric, self.labels(extra)).record(value.as_secs_f64());
     }
 
     /// Sets gauge `metric` to `value`.
-    pub(crate) fn set(&self, metric: &'static str, extra: &[(&'static str, &'static str)], value: f64) {
+    pub(crate) fn set(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        value: f64,
+    ) {
         gauge!(metric, self.labels(extra)).set(value);
     }
 
@@ -143,7 +158,14 @@ impl Site {
 
 /// A counter without labels.
 pub(crate) fn count(metric: &'static str, extra: &[(&'static str, &'static str)], n: u64) {
-    counter!(metric, extra.iter().map(|(k, v)| Label::new(*k, *v)).collect::<Vec<_>>()).increment(n);
+    counter!(
+        metric,
+        extra
+            .iter()
+            .map(|(k, v)| Label::new(*k, *v))
+            .collect::<Vec<_>>()
+    )
+    .increment(n);
 }
 
 /// How an acquire ended, for the `outcome` label and the span's `outcome` field.
@@ -178,7 +200,12 @@ pub(crate) enum Op {
 /// The debug-level span of one public operation, with the fields `primitive`, `name`, `wait`
 /// (when the operation waits a bounded time), and `token` and `outcome`, recorded when known.
 /// Disabled (and nothing formatted) when no subscriber wants debug spans of latchkey.
-pub(crate) fn span(op: Op, primitive: &'static str, name: &str, wait: Option<Duration>) -> tracing::Span {
+pub(crate) fn span(
+    op: Op,
+    primitive: &'static str,
+    name: &str,
+    wait: Option<Duration>,
+) -> tracing::Span {
     use tracing::field::Empty;
     macro_rules! span {
         ($op:literal) => {
@@ -271,4 +298,41 @@ pub(crate) fn record_outcome(outcome: &'static str) {
 /// Records the fencing token of a grant on the current span.
 pub(crate) fn record_token(token: u64) {
     tracing::Span::current().record("token", token);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_metric_is_in_the_documented_table() {
+        let table = include_str!("../../../docs/metrics.md");
+        for name in super::ALL {
+            assert!(
+                table.contains(&format!("| `{name}` |")),
+                "{name} is missing from docs/metrics.md"
+            );
+        }
+        let rows = table
+            .lines()
+            .filter(|l| l.starts_with("| `latchkey_"))
+            .count();
+        assert_eq!(
+            rows,
+            super::ALL.len(),
+            "a documented metric latchkey does not record"
+        );
+    }
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        for name in super::ALL {
+            assert!(name.starts_with("latchkey_"), "{name}");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name}"
+            );
+            let counter = name.ends_with("_total");
+            let seconds = name.ends_with("_seconds");
+            assert!(counter || seconds || *name == super::QUEUE_DEPTH, "{name}");
+        }
+    }
 }

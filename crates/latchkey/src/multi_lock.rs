@@ -398,7 +398,7 @@ impl MultiLockGuard {
     /// # }
     /// ```
     pub async fn unlock(self) -> Result<()> {
-        let names: Vec<&str> = self.guards.iter().map(|g| crate::Guard::name(g)).collect();
+        let names: Vec<&str> = self.guards.iter().map(crate::Guard::name).collect();
         let span = metrics::span(Op::Unlock, "multi_lock", &names.join(", "), None);
         let unlock = async {
             let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;

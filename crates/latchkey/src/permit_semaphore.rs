@@ -13,11 +13,11 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::lease_ms;
 use crate::keys::{check_name, named_debug, PermitSemaphoreKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::{detached, Task};
-use crate::metrics::{self, Op, Site};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
 
@@ -653,7 +653,11 @@ impl PermitSemaphore {
                 &self.inner.channel,
                 WakePolicy::Count,
             )
-            .metered(Site::new(&self.inner.client, "permit_semaphore", &self.inner.name))
+            .metered(Site::new(
+                &self.inner.client,
+                "permit_semaphore",
+                &self.inner.name,
+            ))
             .run(deadline, |_| self.attempt(n, lease))
             .await
         };

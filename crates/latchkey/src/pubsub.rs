@@ -601,7 +601,11 @@ impl HubTask {
             self.wake_everyone();
             tracing::info!("latchkey subscriber reconnected");
             metrics::count(metrics::PUBSUB_RECONNECTS, &[], 1);
-            metrics::count(metrics::PUBSUB_RESUBSCRIPTIONS, &[], self.subscribed.len() as u64);
+            metrics::count(
+                metrics::PUBSUB_RESUBSCRIPTIONS,
+                &[],
+                self.subscribed.len() as u64,
+            );
         }
         self.ever_connected = true;
         Ok(())

@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, SemaphoreKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::task::{detached, Task};
-use crate::metrics::{self, Op, Site};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
 use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};

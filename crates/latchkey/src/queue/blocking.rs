@@ -436,7 +436,12 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let received =
             tracing::Instrument::instrument(self.receive_until(deadline, attempt), span.clone())
                 .await;
-        span.record("outcome", metrics::outcome(&received));
+        let outcome = match &received {
+            Ok(Some(_)) => "delivered",
+            Ok(None) => "timeout",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
         received
     }
 
@@ -887,25 +892,33 @@ impl<T> Delivery<T> {
         let core = self.core.clone();
         let id = self.id.clone();
         let span = core.span(Op::Ack, None);
-        let acked = crate::task::detached(tracing::Instrument::instrument(async move {
-            let keys = &core.keys;
-            let mut invocation = QUEUE_ACK.prepare_invoke();
-            invocation
-                .key(&*keys.unacked)
-                .key(&*keys.items)
-                .key(&*keys.attempts)
-                .arg(id.as_str());
-            let finished: i64 = core
-                .client
-                .inner
-                .conn
-                .script(&invocation, "acknowledging a delivery", &core.name)
-                .await?;
-            let outcome = if finished == 1 { "finished" } else { "already_finished" };
-            core.site().count(metrics::QUEUE_ACKED, &[("outcome", outcome)], 1);
-            metrics::record_outcome(outcome);
-            Ok(finished == 1)
-        }, span.clone()))
+        let acked = crate::task::detached(tracing::Instrument::instrument(
+            async move {
+                let keys = &core.keys;
+                let mut invocation = QUEUE_ACK.prepare_invoke();
+                invocation
+                    .key(&*keys.unacked)
+                    .key(&*keys.items)
+                    .key(&*keys.attempts)
+                    .arg(id.as_str());
+                let finished: i64 = core
+                    .client
+                    .inner
+                    .conn
+                    .script(&invocation, "acknowledging a delivery", &core.name)
+                    .await?;
+                let outcome = if finished == 1 {
+                    "finished"
+                } else {
+                    "already_finished"
+                };
+                core.site()
+                    .count(metrics::QUEUE_ACKED, &[("outcome", outcome)], 1);
+                metrics::record_outcome(outcome);
+                Ok(finished == 1)
+            },
+            span.clone(),
+        ))
         .await?;
         if acked.is_err() {
             span.record("outcome", "error");
@@ -981,8 +994,7 @@ impl<T> Delivery<T> {
             Ok(released == 1)
         };
         let released =
-            crate::task::detached(tracing::Instrument::instrument(releasing, span.clone()))
-                .await?;
+            crate::task::detached(tracing::Instrument::instrument(releasing, span.clone())).await?;
         span.record(
             "outcome",
             match &released {

@@ -32,8 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::check_name;
-use crate::metrics::{self, Op, Site};
 pub(crate) use crate::keys::QueueKeys as Keys;
+use crate::metrics::{self, Op, Site};
 use crate::watchdog::MAX_LEASE;
 
 pub use blocking::{BlockingQueue, Delivery};
@@ -199,23 +199,26 @@ impl Core {
     pub(crate) async fn offer(self: &Arc<Core>, when: When, offers: Vec<Offer>) -> Result<()> {
         let core = self.clone();
         let span = self.span(Op::Offer, None);
-        let sent = crate::task::detached(tracing::Instrument::instrument(async move {
-            let mut start = 0;
-            while start < offers.len() {
-                let mut end = start;
-                let mut bytes = 0;
-                while end < offers.len()
-                    && end - start < OFFER_BATCH
-                    && (end == start || bytes + offers[end].payload.len() <= OFFER_BATCH_BYTES)
-                {
-                    bytes += offers[end].payload.len();
-                    end += 1;
+        let sent = crate::task::detached(tracing::Instrument::instrument(
+            async move {
+                let mut start = 0;
+                while start < offers.len() {
+                    let mut end = start;
+                    let mut bytes = 0;
+                    while end < offers.len()
+                        && end - start < OFFER_BATCH
+                        && (end == start || bytes + offers[end].payload.len() <= OFFER_BATCH_BYTES)
+                    {
+                        bytes += offers[end].payload.len();
+                        end += 1;
+                    }
+                    core.offer_batch(when, &offers[start..end]).await?;
+                    start = end;
                 }
-                core.offer_batch(when, &offers[start..end]).await?;
-                start = end;
-            }
-            Ok(())
-        }, span.clone()))
+                Ok(())
+            },
+            span.clone(),
+        ))
         .await?;
         span.record("outcome", if sent.is_ok() { "offered" } else { "error" });
         sent

@@ -14,11 +14,11 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, holds, lock_methods, Holds};
 use crate::keys::{check_name, named_debug, RwLockKeys};
+use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::task::{detached, Task};
-use crate::metrics::Site;
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{HoldKey, Lease, Renewal};
 

@@ -120,18 +120,31 @@ async fn two_acquires_of_a_lock_count_two_acquisitions() {
     let lock = client.lock("metrics-two");
 
     lock.lock().await.unwrap().unlock().await.unwrap();
-    let guard = lock.try_lock(Duration::from_secs(1)).await.unwrap().unwrap();
+    let guard = lock
+        .try_lock(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
     guard.unlock().await.unwrap();
 
-    assert_eq!(recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED), 2);
+    assert_eq!(
+        recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED),
+        2
+    );
     let durations = recorded.histogram("latchkey_acquire_duration_seconds", LOCK_ACQUIRED);
     assert_eq!(durations.len(), 2, "{durations:?}");
-    assert!(durations.iter().all(|d| *d >= 0.0 && *d < 30.0), "{durations:?}");
+    assert!(
+        durations.iter().all(|d| *d >= 0.0 && *d < 30.0),
+        "{durations:?}"
+    );
     let holds = recorded.histogram("latchkey_hold_duration_seconds", &[("primitive", "lock")]);
     assert_eq!(holds.len(), 2, "{holds:?}");
     // Nobody else held it: neither call waited.
     assert_eq!(
-        recorded.counter("latchkey_acquires_contended_total", &[("primitive", "lock")]),
+        recorded.counter(
+            "latchkey_acquires_contended_total",
+            &[("primitive", "lock")]
+        ),
         0
     );
     assert!(recorded
@@ -157,10 +170,16 @@ async fn a_timed_out_try_lock_counts_a_timeout_and_a_contended_acquire() {
     assert!(got.is_none());
 
     let timeout = &[("primitive", "lock"), ("outcome", "timeout")];
-    assert_eq!(recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED), 1);
+    assert_eq!(
+        recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED),
+        1
+    );
     assert_eq!(recorded.counter("latchkey_acquires_total", timeout), 1);
     assert_eq!(
-        recorded.counter("latchkey_acquires_contended_total", &[("primitive", "lock")]),
+        recorded.counter(
+            "latchkey_acquires_contended_total",
+            &[("primitive", "lock")]
+        ),
         1
     );
     let waited = recorded.histogram("latchkey_acquire_wait_seconds", timeout);
@@ -183,17 +202,75 @@ async fn a_waiter_woken_by_a_release_counts_a_received_hand_off() {
     let lock = waiter.lock("metrics-handoff");
     let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.fencing_token()) });
     // Once the waiter is subscribed, the release hands the lock to its client.
-    assert!(eventually(Duration::from_secs(5), || async { waiter.subscription_count() == 1 }).await);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            waiter.subscription_count() == 1
+        })
+        .await
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     held.unlock().await.unwrap();
     waiting.await.unwrap().unwrap();
 
     assert!(recorded.counter("latchkey_handoffs_total", &[("event", "received")]) >= 1);
     assert_eq!(
-        recorded.counter("latchkey_acquires_contended_total", &[("primitive", "lock")]),
+        recorded.counter(
+            "latchkey_acquires_contended_total",
+            &[("primitive", "lock")]
+        ),
         1
     );
-    assert_eq!(recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED), 2);
+    assert_eq!(
+        recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_killed_subscriber_connection_counts_a_reconnect_and_resubscriptions() {
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::new(&recorder);
+    let server = RedisServer::spawn();
+    let holder = client(&server).await;
+    let waiter = client(&server).await;
+
+    let held = holder.lock("metrics-reconnect").lock().await.unwrap();
+    let lock = waiter.lock("metrics-reconnect");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.fencing_token()) });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            waiter.subscription_count() == 1
+        })
+        .await
+    );
+    assert_eq!(recorded.counter("latchkey_pubsub_reconnects_total", &[]), 0);
+
+    let mut conn = server.conn().await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut reconnects = 0;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            reconnects = recorded.counter("latchkey_pubsub_reconnects_total", &[]);
+            std::future::ready(reconnects >= 1)
+        })
+        .await
+    );
+    assert_eq!(reconnects, 1);
+    // The waiter's one channel was subscribed again on the new connection.
+    assert_eq!(
+        recorded.counter("latchkey_pubsub_resubscriptions_total", &[]),
+        1
+    );
+    held.unlock().await.unwrap();
+    waiting.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -220,7 +297,10 @@ async fn the_watchdog_counts_renewals_and_a_lost_hold() {
         "renewals: {seen}"
     );
     assert_eq!(
-        recorded.counter("latchkey_holds_lost_total", &[("primitive", "lock"), ("reason", "gone")]),
+        recorded.counter(
+            "latchkey_holds_lost_total",
+            &[("primitive", "lock"), ("reason", "gone")]
+        ),
         0
     );
 
@@ -231,7 +311,10 @@ async fn the_watchdog_counts_renewals_and_a_lost_hold() {
         .await
         .expect("the watchdog notices the deleted lock");
     assert_eq!(
-        recorded.counter("latchkey_holds_lost_total", &[("primitive", "lock"), ("reason", "gone")]),
+        recorded.counter(
+            "latchkey_holds_lost_total",
+            &[("primitive", "lock"), ("reason", "gone")]
+        ),
         1
     );
     assert!(guard.unlock().await.unwrap_err().is_not_owner());
@@ -247,7 +330,10 @@ async fn queue_offers_deliveries_redeliveries_and_dead_letters_are_counted() {
     let delayed = client.delayed_queue::<String>("metrics-q");
     let queue = client.blocking_queue::<String>("metrics-q");
 
-    delayed.offer(&"now".to_owned(), Duration::ZERO).await.unwrap();
+    delayed
+        .offer(&"now".to_owned(), Duration::ZERO)
+        .await
+        .unwrap();
     delayed
         .offer(&"soon".to_owned(), Duration::from_millis(100))
         .await
@@ -255,10 +341,18 @@ async fn queue_offers_deliveries_redeliveries_and_dead_letters_are_counted() {
     assert_eq!(recorded.counter("latchkey_queue_offered_total", &[]), 2);
 
     // Claimed, released, claimed again: two deliveries, the second a redelivery.
-    let first = queue.poll_reliable(Duration::from_secs(5)).await.unwrap().unwrap();
+    let first = queue
+        .poll_reliable(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.item(), "now");
     assert!(first.nack().await.unwrap());
-    let again = queue.poll_reliable(Duration::from_secs(5)).await.unwrap().unwrap();
+    let again = queue
+        .poll_reliable(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(again.item(), "now");
     assert_eq!(again.attempt(), 2);
     assert!(again.ack().await.unwrap());
@@ -292,7 +386,10 @@ async fn queue_offers_deliveries_redeliveries_and_dead_letters_are_counted() {
     queue.put(&"not a number".to_owned()).await.unwrap();
     let err = numbers.poll(Duration::from_secs(5)).await.unwrap_err();
     assert!(err.is_codec(), "{err:?}");
-    assert_eq!(recorded.counter("latchkey_queue_dead_lettered_total", &[]), 1);
+    assert_eq!(
+        recorded.counter("latchkey_queue_dead_lettered_total", &[]),
+        1
+    );
     assert_eq!(queue.dead_letter_len().await.unwrap(), 1);
 }
 
@@ -304,7 +401,14 @@ async fn the_name_label_is_absent_by_default_and_present_when_opted_in() {
     let server = RedisServer::spawn();
 
     let plain = client(&server).await;
-    plain.lock("orders").lock().await.unwrap().unlock().await.unwrap();
+    plain
+        .lock("orders")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
     let series = recorded.series();
     assert!(!series.is_empty());
     assert!(
@@ -320,11 +424,25 @@ async fn the_name_label_is_absent_by_default_and_present_when_opted_in() {
         .connect()
         .await
         .unwrap();
-    named.lock("orders").lock().await.unwrap().unlock().await.unwrap();
-    let labelled = [("primitive", "lock"), ("name", "orders"), ("outcome", "acquired")];
+    named
+        .lock("orders")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let labelled = [
+        ("primitive", "lock"),
+        ("name", "orders"),
+        ("outcome", "acquired"),
+    ];
     assert_eq!(recorded.counter("latchkey_acquires_total", &labelled), 1);
     // The unlabelled series is still the first client's one acquire.
-    assert_eq!(recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED), 1);
+    assert_eq!(
+        recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED),
+        1
+    );
 }
 
 /// One span as the collecting layer saw it: its name and every field recorded on it.
