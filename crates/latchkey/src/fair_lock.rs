@@ -568,6 +568,7 @@ impl FairLock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "fair_lock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let client = &self.inner.client.inner;

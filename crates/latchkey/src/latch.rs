@@ -132,6 +132,7 @@ impl CountDownLatch {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_count", skip_all, fields(primitive = "latch", name = %self.inner.name))]
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.inner.name)?;
         if count > i64::MAX as u64 {

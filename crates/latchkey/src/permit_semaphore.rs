@@ -280,6 +280,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         if permits > MAX_PERMITS {
@@ -326,6 +327,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
         let mut invocation = PSEM_ADD_PERMITS.prepare_invoke();

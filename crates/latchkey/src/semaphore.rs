@@ -205,6 +205,7 @@ impl Semaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         if permits > MAX_PERMITS {
@@ -258,6 +259,7 @@ impl Semaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;

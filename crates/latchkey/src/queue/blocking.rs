@@ -1030,6 +1030,7 @@ impl<T> Delivery<T> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "extend", skip_all, fields(primitive = "queue", name = %self.core.name))]
     pub async fn extend(&self, timeout: Duration) -> Result<bool> {
         let timeout_ms = check_visibility(timeout)?;
         let keys = &self.core.keys;

@@ -270,6 +270,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "rwlock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;
