@@ -153,6 +153,68 @@ async fn two_acquires_of_a_lock_count_two_acquisitions() {
 }
 
 #[tokio::test]
+async fn every_primitive_counts_its_acquires_under_its_own_label() {
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::new(&recorder);
+    let servers = latchkey_test_support::RedisServers::spawn(3);
+    let mut nodes = Vec::new();
+    for url in servers.urls() {
+        nodes.push(crate::helpers::client(&url).await);
+    }
+    let client = nodes[0].clone();
+
+    client
+        .fair_lock("m-fair")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let rw = client.rw_lock("m-rw");
+    rw.read().lock().await.unwrap().unlock().await.unwrap();
+    rw.write().lock().await.unwrap().unlock().await.unwrap();
+    let semaphore = client.semaphore("m-sem");
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    let permits = client.permit_semaphore("m-psem");
+    assert!(permits.try_set_permits(1).await.unwrap());
+    permits.acquire(1).await.unwrap().release().await.unwrap();
+    let latch = client.count_down_latch("m-latch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    latch.wait().await.unwrap();
+    let pair = latchkey::MultiLock::new([client.lock("m-a"), client.lock("m-b")]).unwrap();
+    pair.lock().await.unwrap().unlock().await.unwrap();
+    let redlock = latchkey::RedLock::new("m-red", nodes.clone()).unwrap();
+    redlock.lock().await.unwrap().unlock().await.unwrap();
+
+    for primitive in [
+        "fair_lock",
+        "read_lock",
+        "write_lock",
+        "semaphore",
+        "permit_semaphore",
+        "latch",
+        "multi_lock",
+        "redlock",
+    ] {
+        let acquired = [("primitive", primitive), ("outcome", "acquired")];
+        assert_eq!(
+            recorded.counter("latchkey_acquires_total", &acquired),
+            1,
+            "{primitive}"
+        );
+    }
+    // The multi-lock's two locks are counted as locks too.
+    assert_eq!(
+        recorded.counter("latchkey_acquires_total", LOCK_ACQUIRED),
+        2
+    );
+}
+
+#[tokio::test]
 async fn a_timed_out_try_lock_counts_a_timeout_and_a_contended_acquire() {
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
