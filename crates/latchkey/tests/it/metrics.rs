@@ -260,17 +260,18 @@ async fn a_waiter_woken_by_a_release_counts_a_received_hand_off() {
     let holder = client(&server).await;
     let waiter = client(&server).await;
 
-    let held = holder.lock("metrics-handoff").lock().await.unwrap();
+    let holding = holder.lock("metrics-handoff");
+    let held = holding.lock().await.unwrap();
     let lock = waiter.lock("metrics-handoff");
     let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.fencing_token()) });
-    // Once the waiter is subscribed, the release hands the lock to its client.
+    // Once the waiter's client is registered in the lock's wait queue, the release hands the
+    // lock to that client (publishes its wake id).
     assert!(
         eventually(Duration::from_secs(5), || async {
-            waiter.subscription_count() == 1
+            holding.status().await.unwrap().waiting_clients == 1
         })
         .await
     );
-    tokio::time::sleep(Duration::from_millis(50)).await;
     held.unlock().await.unwrap();
     waiting.await.unwrap().unwrap();
 
@@ -517,7 +518,15 @@ struct SeenSpan {
 /// A `tracing` layer that keeps every span it is told about, with its fields.
 #[derive(Clone, Default)]
 struct Collect {
-    spans: Arc<Mutex<HashMap<u64, SeenSpan>>>,
+    spans: Arc<Mutex<Spans>>,
+}
+
+/// Every span seen, in order, and where the span of each live id is (the registry reuses the
+/// ids of closed spans).
+#[derive(Default)]
+struct Spans {
+    seen: Vec<SeenSpan>,
+    live: HashMap<u64, usize>,
 }
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
@@ -543,7 +552,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Collect {
             fields: HashMap::new(),
         };
         attrs.record(&mut Fields(&mut span.fields));
-        self.spans.lock().unwrap().insert(id.into_u64(), span);
+        let mut spans = self.spans.lock().unwrap();
+        let at = spans.seen.len();
+        spans.seen.push(span);
+        spans.live.insert(id.into_u64(), at);
     }
 
     fn on_record(
@@ -552,8 +564,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Collect {
         values: &tracing::span::Record<'_>,
         _: tracing_subscriber::layer::Context<'_, S>,
     ) {
-        if let Some(span) = self.spans.lock().unwrap().get_mut(&id.into_u64()) {
-            values.record(&mut Fields(&mut span.fields));
+        let mut spans = self.spans.lock().unwrap();
+        if let Some(at) = spans.live.get(&id.into_u64()).copied() {
+            values.record(&mut Fields(&mut spans.seen[at].fields));
         }
     }
 }
@@ -561,15 +574,25 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Collect {
 impl Collect {
     fn named(&self, name: &str) -> Vec<SeenSpan> {
         let spans = self.spans.lock().unwrap();
-        spans.values().filter(|s| s.name == name).cloned().collect()
+        spans
+            .seen
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect()
     }
 }
 
 #[tokio::test]
 async fn lock_and_unlock_run_in_spans_with_name_token_and_outcome() {
     let collect = Collect::default();
-    let subscriber = tracing_subscriber::registry().with(collect.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    // Two live dispatchers: with only one, tracing-core computes the interest of a span call
+    // site from the default of the thread that reaches it first — another test's thread,
+    // without a subscriber — and caches "never" for every thread.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(collect.clone()));
+    let _default = tracing::dispatcher::set_default(&dispatch);
+    tracing::callsite::rebuild_interest_cache();
     let server = RedisServer::spawn();
     let client: Client = client(&server).await;
     let lock = client.lock("traced");
