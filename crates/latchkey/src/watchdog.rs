@@ -343,6 +343,8 @@ impl Registry {
         };
         if let Some(old) = state.remove(&key) {
             // The old hold ended without us noticing (it expired); its guards are stale now.
+            self.site(&key, &old.name)
+                .count(metrics::LOST, &[("reason", "expired")], 1);
             old.lost.cancel();
         }
         state.deadlines.insert((valid_until, gen), key.clone());

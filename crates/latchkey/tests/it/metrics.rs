@@ -384,6 +384,28 @@ async fn the_watchdog_counts_renewals_and_a_lost_hold() {
 }
 
 #[tokio::test]
+async fn a_fixed_lease_that_runs_out_counts_an_expired_hold() {
+    let recorder = DebuggingRecorder::new();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut recorded = Recorded::new(&recorder);
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let options = latchkey::LockOptions::new().lease(Duration::from_millis(300));
+    let guard = client
+        .lock("metrics-expired")
+        .lock_with(options)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the lease runs out");
+    let expired = [("primitive", "lock"), ("reason", "expired")];
+    assert_eq!(recorded.counter("latchkey_holds_lost_total", &expired), 1);
+    let gone = [("primitive", "lock"), ("reason", "gone")];
+    assert_eq!(recorded.counter("latchkey_holds_lost_total", &gone), 0);
+}
+
+#[tokio::test]
 async fn queue_offers_deliveries_redeliveries_and_dead_letters_are_counted() {
     let recorder = DebuggingRecorder::new();
     let _local = metrics::set_default_local_recorder(&recorder);
