@@ -11,14 +11,18 @@
 --
 -- Returns {moved from the delayed zset, redelivered from the unacked zset,
 --          earliest due time left or -1, earliest visibility deadline left or -1,
---          server time in microseconds}.
+--          server time in microseconds,
+--          items in the ready list (-1 if this user may not LLEN), in the delayed zset, in the
+--          unacked zset (after the moves),
+--          then for each item moved from the delayed zset how late it was, in microseconds
+--          (server time minus due time)} — the last four for the client's metrics.
 expect_type(KEYS[1], 'zset', 'the delayed zset')
 expect_type(KEYS[2], 'list', 'the ready list')
 expect_type(KEYS[3], 'zset', 'the unacked zset')
 
 -- ARGV[2]: the publish command, "publish" or "spublish" (cluster).
 local publish = publish_command(ARGV[2])
-acl_check({'rpush', 'time', 'type', 'zrange', 'zrangebyscore', 'zrem'}, publish, {KEYS[4]})
+acl_check({'rpush', 'time', 'type', 'zcard', 'zrange', 'zrangebyscore', 'zrem'}, publish, {KEYS[4]})
 local limit = tonumber(ARGV[1])
 local clock_us = now_us()
 local now = math.floor(clock_us / 1000)
@@ -39,7 +43,12 @@ if #expired > 0 then
 end
 
 -- Due items go to the tail in due order (ties in id order).
-local due = redis.call('zrangebyscore', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+local scored = redis.call('zrangebyscore', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local due, late = {}, {}
+for i = 1, #scored, 2 do
+    due[#due + 1] = scored[i]
+    late[#late + 1] = math.max(0, clock_us - tonumber(scored[i + 1]) * 1000)
+end
 for i = 1, #due, step do
     local j = math.min(i + step - 1, #due)
     redis.call('rpush', KEYS[2], unpack(due, i, j))
@@ -57,4 +66,14 @@ local function first_score(key)
     end
     return tonumber(first[2])
 end
-return {#due, #expired, first_score(KEYS[1]), first_score(KEYS[3]), clock_us}
+-- The depths, for metrics: LLEN only where the user may run it (it is not needed otherwise).
+local ready_len = -1
+if not redis.acl_check_cmd or redis.acl_check_cmd('llen') then
+    ready_len = redis.call('llen', KEYS[2])
+end
+local reply = {#due, #expired, first_score(KEYS[1]), first_score(KEYS[3]), clock_us, ready_len,
+    redis.call('zcard', KEYS[1]), redis.call('zcard', KEYS[3])}
+for i = 1, #late do
+    reply[#reply + 1] = late[i]
+end
+return reply

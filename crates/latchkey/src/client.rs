@@ -53,6 +53,7 @@ pub struct ClientBuilder {
     pub(crate) namespace: Option<String>,
     pub(crate) replica_sync: ReplicaSync,
     pub(crate) replica_loss_grace: Duration,
+    pub(crate) metrics_name_label: bool,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -64,6 +65,7 @@ impl fmt::Debug for ClientBuilder {
             .field("command_timeout", &self.command_timeout)
             .field("subscription_linger", &self.subscription_linger)
             .field("namespace", &self.namespace)
+            .field("metrics_name_label", &self.metrics_name_label)
             .finish()
     }
 }
@@ -83,7 +85,30 @@ impl ClientBuilder {
             namespace: None,
             replica_sync: ReplicaSync::Auto,
             replica_loss_grace: REPLICA_LOSS_GRACE,
+            metrics_name_label: false,
         }
+    }
+
+    /// Whether the metrics this client records carry the lock, semaphore, latch or queue name
+    /// as a `name` label (default `false`). Off by default because every distinct name becomes
+    /// a time series of its own in the metrics backend: turn it on only when the names are few
+    /// and fixed (not one lock per order or per user). Every metric is listed in the table of
+    /// `docs/metrics.md` (see "Metrics and tracing" in the crate docs).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::builder("redis://127.0.0.1:6379")
+    ///     .metrics_name_label(true) // latchkey_acquires_total{primitive="lock",name="nightly-report",…}
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn metrics_name_label(mut self, enabled: bool) -> ClientBuilder {
+        self.metrics_name_label = enabled;
+        self
     }
 
     /// The lease of a lock taken without an explicit lease (default
@@ -470,7 +495,7 @@ impl Client {
 
     fn start(config: ClientBuilder, conn: Conn, target: Target, replicas: Replicas) -> Client {
         let shutdown = CancellationToken::new();
-        let registry = Arc::new(Registry::new());
+        let registry = Arc::new(Registry::new().with_name_label(config.metrics_name_label));
         let id = uuid::Uuid::new_v4();
         let wake_id = 2 + ((id.as_u128() >> 66) as u64);
         watchdog::start(

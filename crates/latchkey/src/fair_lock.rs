@@ -12,6 +12,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, FairLockKeys};
+use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
@@ -416,6 +417,7 @@ impl FairLock {
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
         let waiting = Waiting {
             max_park: self.park_cap(),
+            site: Some(Site::new(&self.inner.client, "fair_lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,
@@ -603,6 +605,7 @@ impl FairLock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "fair_lock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let client = &self.inner.client.inner;

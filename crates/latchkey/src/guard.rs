@@ -14,10 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::check_name;
+use crate::metrics::{self, Op, Site};
 use crate::replica::AcquireCall;
 use crate::task::Task;
 use crate::wait::Attempt;
@@ -171,6 +173,12 @@ macro_rules! holds {
 }
 pub(crate) use holds;
 
+/// The span of operation `op` on the lock `held` (see [`metrics::span`]).
+pub(crate) fn op_span<H: Holds>(held: &H, op: Op, wait: Option<Duration>) -> tracing::Span {
+    let primitive = metrics::primitive_of_kind(held.hold().kind);
+    metrics::span(op, primitive, held.name(), wait)
+}
+
 /// The lease in milliseconds: the watchdog timeout for a watchdog lease.
 pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
     match lease {
@@ -225,6 +233,7 @@ where
     };
     match reply.as_slice() {
         [1, token, holds] => {
+            metrics::record_token(*token as u64);
             let ticket = client.registry.acquired(
                 held.hold().clone(),
                 held.name(),
@@ -252,6 +261,8 @@ pub(crate) struct GuardCore<H: Holds> {
     lease: Lease,
     fencing_token: u64,
     released: bool,
+    /// When the grant was made, for `latchkey_hold_duration_seconds`.
+    granted_at: Instant,
 }
 
 impl<H: Holds> GuardCore<H> {
@@ -262,6 +273,7 @@ impl<H: Holds> GuardCore<H> {
             lease,
             fencing_token,
             released: false,
+            granted_at: Instant::now(),
         }
     }
 
@@ -286,6 +298,8 @@ impl<H: Holds> GuardCore<H> {
     /// there is one to send (a lost hold has none).
     fn release(&mut self) -> Option<Task> {
         self.released = true;
+        self.site()
+            .observe(metrics::HOLD_DURATION, &[], self.granted_at.elapsed());
         let client = &self.held.client().inner;
         let release = client.registry.released(
             self.held.hold(),
@@ -308,9 +322,31 @@ impl<H: Holds> GuardCore<H> {
         Some(self.held.release_task(lease_ms).releasing(mark))
     }
 
+    /// Where this hold's metrics are recorded.
+    fn site(&self) -> Site {
+        let primitive = metrics::primitive_of_kind(self.held.hold().kind);
+        Site::new(self.held.client(), primitive, self.held.name())
+    }
+
     /// Releases the hold and waits for Redis to confirm it; the release runs in its own task,
-    /// so it completes if this future is dropped.
-    pub(crate) async fn unlock(mut self) -> Result<()> {
+    /// so it completes if this future is dropped. Runs in an `unlock` span.
+    pub(crate) fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        let primitive = metrics::primitive_of_kind(self.held.hold().kind);
+        let span = metrics::span(Op::Unlock, primitive, self.held.name(), None);
+        span.record("token", self.fencing_token);
+        async move {
+            let result = self.unlock_inner().await;
+            metrics::record_outcome(match &result {
+                Ok(()) => "released",
+                Err(err) if err.is_not_owner() => "not_owner",
+                Err(_) => "error",
+            });
+            result
+        }
+        .instrument(span)
+    }
+
+    async fn unlock_inner(mut self) -> Result<()> {
         let task = self.release();
         let not_owner = |held: &H| Error::NotOwner {
             name: held.name().to_owned(),
@@ -469,7 +505,9 @@ macro_rules! lock_methods {
         impl $handle {
             $(#[$lock_doc])*
             pub async fn lock(&self) -> crate::Result<$guard> {
-                match self.acquire(crate::watchdog::Lease::Watchdog, None).await? {
+                let span = crate::guard::op_span(self, crate::metrics::Op::Lock, None);
+                let acquire = self.acquire(crate::watchdog::Lease::Watchdog, None);
+                match tracing::Instrument::instrument(acquire, span).await? {
                     Some(guard) => Ok(guard),
                     None => unreachable!("an unbounded wait only ends with the lock"),
                 }
@@ -503,9 +541,10 @@ macro_rules! lock_methods {
                 &self,
                 wait: std::time::Duration,
             ) -> crate::Result<Option<$guard>> {
+                let span = crate::guard::op_span(self, crate::metrics::Op::TryLock, Some(wait));
                 let deadline = crate::wait::deadline_after(wait, "`lock()`")?;
-                self.acquire(crate::watchdog::Lease::Watchdog, Some(deadline))
-                    .await
+                let acquire = self.acquire(crate::watchdog::Lease::Watchdog, Some(deadline));
+                tracing::Instrument::instrument(acquire, span).await
             }
 
             /// Acquires the lock with [`LockOptions`](crate::LockOptions): a fixed lease (no
@@ -538,7 +577,7 @@ macro_rules! lock_methods {
             /// ```
             pub async fn lock_with(&self, options: crate::LockOptions) -> crate::Result<$guard> {
                 let started = std::time::Instant::now();
-                self.try_lock_with(options)
+                self.acquire_with(crate::metrics::Op::LockWith, options)
                     .await?
                     .ok_or_else(|| crate::Error::WaitTimedOut {
                         name: self.name().to_owned(),
@@ -575,12 +614,22 @@ macro_rules! lock_methods {
                 &self,
                 options: crate::LockOptions,
             ) -> crate::Result<Option<$guard>> {
+                self.acquire_with(crate::metrics::Op::TryLockWith, options).await
+            }
+
+            /// `lock_with` and `try_lock_with`, in the span of `op`.
+            async fn acquire_with(
+                &self,
+                op: crate::metrics::Op,
+                options: crate::LockOptions,
+            ) -> crate::Result<Option<$guard>> {
+                let span = crate::guard::op_span(self, op, options.wait_value());
                 let lease = options.checked_lease()?;
                 let deadline = options
                     .wait_value()
                     .map(|wait| crate::wait::deadline_after(wait, "`lock()`"))
                     .transpose()?;
-                self.acquire(lease, deadline).await
+                tracing::Instrument::instrument(self.acquire(lease, deadline), span).await
             }
         }
     };

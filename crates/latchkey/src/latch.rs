@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, LatchKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::task::Task;
 use crate::wait::{deadline_after, Attempt, Waiting};
@@ -131,6 +132,7 @@ impl CountDownLatch {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_count", skip_all, fields(primitive = "latch", name = %self.inner.name))]
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.inner.name)?;
         if count > i64::MAX as u64 {
@@ -174,15 +176,19 @@ impl CountDownLatch {
     /// # }
     /// ```
     pub async fn count_down(&self) -> Result<u64> {
-        check_name(&self.inner.name)?;
-        let left: i64 = self
-            .script(
-                &LATCH_COUNT_DOWN,
-                &[ZERO_COUNT_MESSAGE],
-                "counting a latch down",
-            )
-            .await?;
-        Ok(left.max(0) as u64)
+        let span = metrics::span(Op::CountDown, "latch", &self.inner.name, None);
+        let count_down = async {
+            check_name(&self.inner.name)?;
+            let left: i64 = self
+                .script(
+                    &LATCH_COUNT_DOWN,
+                    &[ZERO_COUNT_MESSAGE],
+                    "counting a latch down",
+                )
+                .await?;
+            Ok(left.max(0) as u64)
+        };
+        metrics::traced(span, count_down).await
     }
 
     /// The count left; 0 when the latch is open.
@@ -304,11 +310,18 @@ impl CountDownLatch {
     }
 
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let span = metrics::span(Op::Await, "latch", &self.inner.name, wait);
+        tracing::Instrument::instrument(self.wait_until_inner(deadline), span).await
+    }
+
+    async fn wait_until_inner(&self, deadline: Option<Instant>) -> Result<bool> {
         let opened = Waiting::new(
             &self.inner.client.inner.hub,
             &self.inner.channel,
             WakePolicy::All,
         )
+        .metered(Site::new(&self.inner.client, "latch", &self.inner.name))
         .run(deadline, |_| async {
             Ok(match self.count().await {
                 Ok(0) => Attempt::Granted(()),

@@ -17,6 +17,7 @@ mod inspect;
 mod keys;
 mod latch;
 mod lock;
+mod metrics;
 mod multi_lock;
 mod permit_semaphore;
 mod pubsub;

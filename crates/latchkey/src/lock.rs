@@ -9,6 +9,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore};
 use crate::keys::{check_name, named_debug, LockKeys};
+use crate::metrics::Site;
 use crate::pubsub::{Dispose, WakePolicy};
 use crate::replica::AcquireCall;
 use crate::scripts;
@@ -344,6 +345,7 @@ impl Lock {
                 let lock = self.clone();
                 Dispose(Arc::new(move |token| lock.give_back_task(token)))
             }),
+            site: Some(Site::new(&self.inner.client, "lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard, LockOptions};
+use crate::metrics::{self, Op};
 use crate::wait::deadline_after;
 use crate::watchdog::check_lease;
 
@@ -218,6 +219,17 @@ impl MultiLock {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<MultiLockGuard>> {
+        let names = self.names();
+        let client = crate::guard::Holds::client(&self.locks[0]);
+        let site = metrics::Site::new(client, "multi_lock", &names);
+        metrics::lock_traced(site, deadline, &names, self.acquire_all(lease, deadline)).await
+    }
+
+    async fn acquire_all(
+        &self,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<MultiLockGuard>> {
         let mut busy = match self.round(lease, None).await? {
             Round::All(guards) => return Ok(Some(MultiLockGuard { guards })),
             Round::Busy(index) => index,
@@ -386,7 +398,12 @@ impl MultiLockGuard {
     /// # }
     /// ```
     pub async fn unlock(self) -> Result<()> {
-        let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
-        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+        let names: Vec<&str> = self.guards.iter().map(crate::Guard::name).collect();
+        let span = metrics::span(Op::Unlock, "multi_lock", &names.join(", "), None);
+        let unlock = async {
+            let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
+            results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+        };
+        metrics::traced(span, unlock).await
     }
 }

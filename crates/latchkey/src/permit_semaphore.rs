@@ -13,6 +13,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::lease_ms;
 use crate::keys::{check_name, named_debug, PermitSemaphoreKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::semaphore::{check_permits, MAX_PERMITS};
@@ -284,6 +285,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         if permits > MAX_PERMITS {
@@ -330,6 +332,7 @@ impl PermitSemaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
         let mut invocation = PSEM_ADD_PERMITS.prepare_invoke();
@@ -606,6 +609,11 @@ impl PermitSemaphore {
     /// # }
     /// ```
     pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        let span = metrics::span(Op::Release, "permit_semaphore", &self.inner.name, None);
+        metrics::traced(span, self.release_ids(ids)).await
+    }
+
+    async fn release_ids(&self, ids: &[PermitId]) -> Result<()> {
         check_name(&self.inner.name)?;
         if ids.is_empty() {
             return Err(Error::invalid(
@@ -643,15 +651,24 @@ impl PermitSemaphore {
         lease: Lease,
         deadline: Option<Instant>,
     ) -> Result<Option<LeasedPermits>> {
-        check_name(&self.inner.name)?;
-        check_permits(n)?;
-        Waiting::new(
-            &self.inner.client.inner.hub,
-            &self.inner.channel,
-            WakePolicy::Count,
-        )
-        .run(deadline, |_| self.attempt(n, lease))
-        .await
+        let span = metrics::acquire_span("permit_semaphore", &self.inner.name, deadline);
+        let acquire = async {
+            check_name(&self.inner.name)?;
+            check_permits(n)?;
+            Waiting::new(
+                &self.inner.client.inner.hub,
+                &self.inner.channel,
+                WakePolicy::Count,
+            )
+            .metered(Site::new(
+                &self.inner.client,
+                "permit_semaphore",
+                &self.inner.name,
+            ))
+            .run(deadline, |_| self.attempt(n, lease))
+            .await
+        };
+        tracing::Instrument::instrument(acquire, span).await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer

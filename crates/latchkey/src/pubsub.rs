@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::Target;
 use crate::error::{Error, Result};
+use crate::metrics;
 use crate::task::Task;
 
 /// What a message on a channel does to the channel's local waiters.
@@ -128,7 +129,8 @@ struct Channel {
 }
 
 impl Channel {
-    fn wake(&self, count: usize) {
+    /// Wakes up to `count` waiters not woken yet; returns how many it woke.
+    fn wake(&self, count: usize) -> usize {
         let mut woken = 0;
         for slot in &self.waiters {
             if woken == count {
@@ -138,6 +140,7 @@ impl Channel {
                 woken += 1;
             }
         }
+        woken
     }
 
     fn wake_all(&self) {
@@ -183,8 +186,10 @@ impl Channel {
         {
             *slot.granted.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, token));
             slot.wake();
+            metrics::count(metrics::HANDOFFS, &[("event", "granted")], 1);
             return None;
         }
+        metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
         Some(expected.dispose.task(token))
     }
 
@@ -201,14 +206,19 @@ impl Channel {
             WakePolicy::Lock => match payload {
                 b"0" if after_hand_off => {}
                 b"1" => self.wake_all(),
-                b"0" => self.wake(1),
+                b"0" => {
+                    self.wake(1);
+                }
                 id if id.len() > 1 && id.iter().all(u8::is_ascii_digit) => {
                     self.after_hand_off = true;
                     if id == my_wake_id.as_bytes() {
+                        metrics::count(metrics::HANDOFFS, &[("event", "received")], 1);
                         self.wake(1);
                     }
                 }
-                _ => self.wake(1),
+                _ => {
+                    self.wake(1);
+                }
             },
             WakePolicy::Count => {
                 let n = std::str::from_utf8(payload)
@@ -216,7 +226,7 @@ impl Channel {
                     .and_then(|s| s.trim().parse::<usize>().ok())
                     .unwrap_or(1)
                     .max(1);
-                self.wake(n)
+                self.wake(n);
             }
         }
         None
@@ -519,7 +529,9 @@ impl Subscription {
             .position(|slot| Arc::ptr_eq(slot, &self.slot))
             .and_then(|pos| channel.waiters.get(pos + 1));
         if let Some(slot) = behind {
-            slot.wake();
+            if slot.wake() {
+                metrics::count(metrics::HANDOFFS, &[("event", "passed_on")], 1);
+            }
         }
     }
 }
@@ -531,6 +543,7 @@ impl Drop for Subscription {
         // after and finds the waiter closed.
         self.slot.closed.store(true, Ordering::Release);
         if let (Some((_, token)), Some(dispose)) = (self.take_grant(), &self.dispose) {
+            metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
             let _ = self.state.background.send(dispose.task(token));
         }
         let Some(channel) = channels.get_mut(&self.channel) else {
@@ -546,7 +559,9 @@ impl Drop for Subscription {
         if !self.finished {
             if self.slot.pending.load(Ordering::Acquire) {
                 // This waiter was woken for a release it will not use: wake the next one instead.
-                channel.wake(1);
+                if channel.wake(1) > 0 {
+                    metrics::count(metrics::HANDOFFS, &[("event", "passed_on")], 1);
+                }
             }
             if channel.waiters.is_empty() {
                 if let Some(task) = self.on_leave.take() {
@@ -758,6 +773,12 @@ impl HubTask {
             // Messages may have been published while we were away: every waiter retries.
             self.wake_everyone();
             tracing::info!("latchkey subscriber reconnected");
+            metrics::count(metrics::PUBSUB_RECONNECTS, &[], 1);
+            metrics::count(
+                metrics::PUBSUB_RESUBSCRIPTIONS,
+                &[],
+                self.subscribed.len() as u64,
+            );
         }
         self.ever_connected = true;
         Ok(())
@@ -783,7 +804,9 @@ impl HubTask {
 
     fn disconnected(&mut self, why: &str) {
         if self.conn.is_some() {
-            tracing::warn!("latchkey subscriber lost its connection: {why}");
+            // It reconnects on its own, and waiters retry by their park meanwhile: not for an
+            // operator (`latchkey_pubsub_reconnects_total` counts the reconnections).
+            tracing::info!("latchkey subscriber lost its connection: {why}");
         }
         self.conn = None;
         self.subscribed.clear();
@@ -837,6 +860,7 @@ impl HubTask {
         }
         match self.subscribe(wanted.clone()).await {
             Ok(()) => {
+                metrics::count(metrics::PUBSUB_RESUBSCRIPTIONS, &[], wanted.len() as u64);
                 // Anything published between the drop and now was missed.
                 let channels = self.state.channels();
                 for channel in &wanted {

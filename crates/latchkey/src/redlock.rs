@@ -19,6 +19,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, LockKeys};
 use crate::lock::LockOptions;
+use crate::metrics::{self, Op};
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected};
@@ -651,6 +652,16 @@ impl RedLock {
         lease: Lease,
         deadline: Option<Instant>,
     ) -> Result<Option<RedLockGuard>> {
+        let name = &self.inner.name;
+        let site = metrics::Site::new(&self.inner.nodes[0].client, "redlock", name);
+        metrics::lock_traced(site, deadline, name, self.acquire_quorum(lease, deadline)).await
+    }
+
+    async fn acquire_quorum(
+        &self,
+        lease: Lease,
+        deadline: Option<Instant>,
+    ) -> Result<Option<RedLockGuard>> {
         let inner = &self.inner;
         // One owner for the whole call: a late grant of an earlier attempt is simply kept.
         let owner: Arc<str> = Arc::from(inner.nodes[0].client.next_owner());
@@ -1241,7 +1252,13 @@ impl RedLockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn unlock(mut self) -> Result<()> {
+    pub async fn unlock(self) -> Result<()> {
+        let span = metrics::span(Op::Unlock, "redlock", &self.redlock.inner.name, None);
+        span.record("token", self.fencing_token());
+        metrics::traced(span, self.unlock_all()).await
+    }
+
+    async fn unlock_all(mut self) -> Result<()> {
         self.released = true;
         self.stop_renewals();
         let redlock = self.redlock.clone();

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, SemaphoreKeys};
+use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::task::{detached, Task};
@@ -204,6 +205,7 @@ impl Semaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         if permits > MAX_PERMITS {
@@ -257,6 +259,7 @@ impl Semaphore {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;
@@ -426,6 +429,11 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn release(&self, n: u32) -> Result<()> {
+        let span = metrics::span(Op::Release, "semaphore", &self.inner.name, None);
+        metrics::traced(span, self.release_checked(n)).await
+    }
+
+    async fn release_checked(&self, n: u32) -> Result<()> {
         check_name(&self.inner.name)?;
         check_permits(n)?;
         let reply: Vec<i64> = self
@@ -447,6 +455,11 @@ impl Semaphore {
 
     /// Gives back the `n` permits a guard holds: never refused (see [`Release::Held`]).
     async fn release_held(&self, n: u32) -> Result<()> {
+        let span = metrics::span(Op::Release, "semaphore", &self.inner.name, None);
+        metrics::traced(span, self.release_held_inner(n)).await
+    }
+
+    async fn release_held_inner(&self, n: u32) -> Result<()> {
         let reply: Vec<i64> = self
             .release_task(n, Release::Held)
             .run_detached(&self.inner.client.inner.conn, &self.inner.name)
@@ -485,15 +498,20 @@ impl Semaphore {
     }
 
     async fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Result<Option<Permits>> {
-        check_name(&self.inner.name)?;
-        check_permits(n)?;
-        Waiting::new(
-            &self.inner.client.inner.hub,
-            &self.inner.channel,
-            WakePolicy::Count,
-        )
-        .run(deadline, |_| self.attempt(n))
-        .await
+        let span = metrics::acquire_span("semaphore", &self.inner.name, deadline);
+        let acquire = async {
+            check_name(&self.inner.name)?;
+            check_permits(n)?;
+            Waiting::new(
+                &self.inner.client.inner.hub,
+                &self.inner.channel,
+                WakePolicy::Count,
+            )
+            .metered(Site::new(&self.inner.client, "semaphore", &self.inner.name))
+            .run(deadline, |_| self.attempt(n))
+            .await
+        };
+        tracing::Instrument::instrument(acquire, span).await
     }
 
     /// One acquire script call, run in its own task: if the caller is gone when the answer

@@ -154,9 +154,10 @@ impl Follow {
                         "latchkey: a release lost with the old primary was made again"
                     ),
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(
+                    // Nothing to act on: the hold ends with its lease.
+                    Err(e) => tracing::info!(
                         error = %e.chain(),
-                        "latchkey: releasing again on the new primary failed"
+                        "latchkey: releasing again on the new primary failed; the lock ends with its lease"
                     ),
                 }
             }

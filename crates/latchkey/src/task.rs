@@ -32,7 +32,8 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let handle = tokio::spawn(work);
+    // The task runs in the caller's span (the operation's), so what it records lands there.
+    let handle = tokio::spawn(tracing::Instrument::in_current_span(work));
     async move { handle.await.map_err(|_| Error::Closed) }
 }
 
@@ -155,7 +156,8 @@ async fn run_task(conn: Conn, task: Task) {
                 tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
             }
             None => {
-                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
+                // Nothing to act on: the hold ends with its lease.
+                tracing::info!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
             }
         }
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::metrics::{self, Site};
 use crate::pubsub::{Dispose, Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
@@ -100,6 +101,9 @@ pub(crate) struct Waiting<'a> {
     pub(crate) pass_on_unused_wake: bool,
     /// Whether the waiter takes grants on release, and how it gives back one it does not take.
     pub(crate) grants: Option<Dispose>,
+    /// Where the acquire metrics of this wait are recorded (`latchkey_acquires_total`, …);
+    /// `None` records nothing (queue consumers, which have metrics of their own).
+    pub(crate) site: Option<Site>,
 }
 
 impl<'a> Waiting<'a> {
@@ -114,6 +118,15 @@ impl<'a> Waiting<'a> {
             max_park: MAX_PARK,
             pass_on_unused_wake: false,
             grants: None,
+            site: None,
+        }
+    }
+
+    /// The same wait, recording the acquire metrics of `site`.
+    pub(crate) fn metered(self, site: Site) -> Waiting<'a> {
+        Waiting {
+            site: Some(site),
+            ..self
         }
     }
 
@@ -131,11 +144,40 @@ impl<'a> Waiting<'a> {
     ///
     /// Dropping the future drops the subscription (the hub forgets the waiter, and runs
     /// [`Waiting::on_leave`] if it was the client's last); attempts are detached by their
-    /// callers, so a grant that arrives after the drop is released where it lands.
+    /// callers, so a grant that arrives after the drop is released where it lands. A dropped
+    /// wait records no metric.
     pub(crate) async fn run<G, F, Fut>(
         &self,
         deadline: Option<Instant>,
+        attempt: F,
+    ) -> Result<Option<G>>
+    where
+        F: FnMut(Turn) -> Fut,
+        Fut: Future<Output = Result<Attempt<G>>>,
+    {
+        let started = Instant::now();
+        let mut refused_at = None;
+        let result = self.run_loop(deadline, attempt, &mut refused_at).await;
+        if let Some(site) = &self.site {
+            let outcome = metrics::outcome(&result);
+            metrics::record_outcome(outcome);
+            let labels = [("outcome", outcome)];
+            site.count(metrics::ACQUIRES, &labels, 1);
+            site.observe(metrics::ACQUIRE_DURATION, &labels, started.elapsed());
+            if let Some(refused_at) = refused_at {
+                site.count(metrics::CONTENDED, &[], 1);
+                site.observe(metrics::WAIT_DURATION, &labels, refused_at.elapsed());
+            }
+        }
+        result
+    }
+
+    /// The loop of [`Waiting::run`]; sets `refused_at` at the first refused attempt.
+    async fn run_loop<G, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
         mut attempt: F,
+        refused_at: &mut Option<Instant>,
     ) -> Result<Option<G>>
     where
         F: FnMut(Turn) -> Fut,
@@ -191,6 +233,7 @@ impl<'a> Waiting<'a> {
                     return Ok(Some(granted));
                 }
                 Attempt::Wait { retry_after, short } => {
+                    refused_at.get_or_insert_with(Instant::now);
                     if woken && short {
                         if let Some(subscription) = &subscription {
                             subscription.pass_on();

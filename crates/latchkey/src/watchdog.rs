@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::metrics::{self, Site};
 use crate::scripts;
 
 /// The longest lease latchkey accepts (365 days).
@@ -129,6 +130,8 @@ pub(crate) struct Registry {
     state: Mutex<State>,
     /// Pokes the watchdog when a hold with an earlier deadline appears.
     changed: Notify,
+    /// Whether metrics carry the lock name (`ClientBuilder::metrics_name_label`).
+    name_label: bool,
 }
 
 #[derive(Debug, Default)]
@@ -240,7 +243,18 @@ impl Registry {
         Registry {
             state: Mutex::new(State::default()),
             changed: Notify::new(),
+            name_label: false,
         }
+    }
+
+    /// The same registry, its metrics labelled with lock names if `name_label`.
+    pub(crate) fn with_name_label(self, name_label: bool) -> Registry {
+        Registry { name_label, ..self }
+    }
+
+    /// Where the metrics of the hold `key` (named `name`) are recorded.
+    fn site(&self, key: &HoldKey, name: &str) -> Site {
+        Site::with(self.name_label, metrics::primitive_of_kind(key.kind), name)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -342,6 +356,8 @@ impl Registry {
         };
         if let Some(old) = state.remove(&key) {
             // The old hold ended without us noticing (it expired); its guards are stale now.
+            self.site(&key, &old.name)
+                .count(metrics::LOST, &[("reason", "expired")], 1);
             old.lost.cancel();
         }
         state.deadlines.insert((valid_until, gen), key.clone());
@@ -402,6 +418,8 @@ impl Registry {
         if state.held.get(key).is_some_and(|h| h.gen == gen) {
             let held = state.remove(key).expect("checked above");
             tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
+            self.site(key, &held.name)
+                .count(metrics::LOST, &[("reason", "gone")], 1);
             held.lost.cancel();
         }
     }
@@ -415,6 +433,7 @@ impl Registry {
                 key: key.clone(),
                 renewal: held.renewal.clone(),
                 gen: held.gen,
+                name: held.name.clone(),
                 lease_ms: if held.watchdog_guards > 0 {
                     watchdog_timeout.as_millis() as u64
                 } else {
@@ -422,6 +441,26 @@ impl Registry {
                 },
             })
             .collect()
+    }
+
+    /// Adds one to counter `metric` for each hold of `items`: one increment per primitive
+    /// without the name label (a tick of 50k holds is a handful of increments).
+    fn count<'i>(&self, metric: &'static str, items: impl IntoIterator<Item = &'i RenewItem>) {
+        let mut counts: Vec<(&'static str, u64)> = Vec::new();
+        for item in items {
+            if self.name_label {
+                self.site(&item.key, &item.name).count(metric, &[], 1);
+                continue;
+            }
+            let primitive = metrics::primitive_of_kind(item.key.kind);
+            match counts.iter_mut().find(|(p, _)| *p == primitive) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((primitive, 1)),
+            }
+        }
+        for (primitive, n) in counts {
+            Site::with(false, primitive, "").count(metric, &[], n);
+        }
     }
 
     /// Records a confirmed renewal sent at `sent_at`.
@@ -456,6 +495,8 @@ impl Registry {
                     lock = %held.name,
                     "latchkey lock lost: its lease ran out before it could be renewed"
                 );
+                self.site(&key, &held.name)
+                    .count(metrics::LOST, &[("reason", "expired")], 1);
                 held.lost.cancel();
             }
         }
@@ -494,6 +535,7 @@ pub(crate) fn confirm_at(
                 key: key.clone(),
                 renewal: held.renewal.clone(),
                 gen,
+                name: held.name.clone(),
                 lease_ms: watchdog_timeout.as_millis() as u64,
             }
         };
@@ -525,6 +567,8 @@ struct RenewItem {
     key: HoldKey,
     renewal: Arc<dyn Renewal>,
     gen: u64,
+    /// The user-visible name, for metrics.
+    name: Arc<str>,
     lease_ms: u64,
 }
 
@@ -611,6 +655,8 @@ async fn renew_loop(
                         .await;
                     match result {
                         Ok(flags) => {
+                            let renewed = batch.iter().zip(&flags).filter(|(_, f)| **f == 1);
+                            registry.count(metrics::RENEWALS, renewed.map(|(item, _)| item));
                             for (item, flag) in batch.iter().zip(flags) {
                                 if flag == 1 {
                                     registry.renewed(item, sent_at, watchdog_timeout);
@@ -620,8 +666,10 @@ async fn renew_loop(
                             }
                         }
                         Err(e) => {
-                            // Keep trying; holds whose lease runs out meanwhile are lost by `expire`.
-                            tracing::warn!(error = %e.chain(), "latchkey watchdog could not renew");
+                            // Keep trying; holds whose lease runs out meanwhile are lost by `expire`
+                            // (a warning then): one failed round is not for an operator yet.
+                            tracing::debug!(error = %e.chain(), "latchkey watchdog could not renew");
+                            registry.count(metrics::RENEWAL_FAILURES, batch);
                         }
                     }
                 }

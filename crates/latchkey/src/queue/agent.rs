@@ -12,6 +12,7 @@ use super::{Keys, DELAY_TRANSFER, FALLBACK_POLL, TRANSFER_BATCH};
 use crate::client::{Client, Inner};
 use crate::conn::Conn;
 use crate::error::Result;
+use crate::metrics::{self, Site};
 use crate::pubsub::{Subscription, WakePolicy};
 use crate::wait::unexpected;
 
@@ -64,6 +65,7 @@ pub(crate) fn ensure(client: &Client, name: &str, keys: &Keys) -> Arc<Shared> {
             ready_channel: keys.ready_channel.clone(),
             delay_channel: keys.delay_channel.clone(),
             shared: shared.clone(),
+            site: Site::queue(client.inner.config.metrics_name_label, name),
         };
         tokio::spawn(agent.run(client.shutdown_token()));
         shared
@@ -82,6 +84,8 @@ struct Agent {
     ready_channel: Arc<str>,
     delay_channel: Arc<str>,
     shared: Arc<Shared>,
+    /// Where the queue's transfer metrics are recorded.
+    site: Site,
 }
 
 impl Agent {
@@ -178,9 +182,12 @@ impl Agent {
                 )
                 .await?;
             let received = Instant::now();
-            let [moved, redelivered, next_due, next_deadline, now_us] = reply[..] else {
+            let [moved, redelivered, next_due, next_deadline, now_us, ready, delayed, unacked, ref late @ ..] =
+                reply[..]
+            else {
                 return Err(unexpected("the transfer script", reply));
             };
+            self.record(redelivered, [ready, delayed, unacked], late);
             if moved as usize >= TRANSFER_BATCH || redelivered as usize >= TRANSFER_BATCH {
                 // More is due: let other commands in between, then go on.
                 tokio::task::yield_now().await;
@@ -201,6 +208,26 @@ impl Agent {
                 .flatten()
                 .min()
                 .unwrap_or(received + FALLBACK_POLL));
+        }
+    }
+}
+
+impl Agent {
+    /// Records what a transfer reported: redeliveries, the depths, how late the moved items
+    /// were (the transfer is off every caller's path: no round trip is added for this).
+    fn record(&self, redelivered: i64, depths: [i64; 3], late_us: &[i64]) {
+        let site = &self.site;
+        if redelivered > 0 {
+            site.count(metrics::QUEUE_EXPIRED, &[], redelivered as u64);
+        }
+        for (state, depth) in ["ready", "delayed", "unacked"].into_iter().zip(depths) {
+            if depth >= 0 {
+                site.set(metrics::QUEUE_DEPTH, &[("state", state)], depth as f64);
+            }
+        }
+        for late in late_us {
+            let late = Duration::from_micros(u64::try_from(*late).unwrap_or(0));
+            site.observe(metrics::QUEUE_LATENESS, &[], late);
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
 use crate::keys::check_name;
+use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::task::Task;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
@@ -314,7 +315,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # }
     /// ```
     pub async fn take(&self) -> Result<T> {
-        match self.receive(None, || self.pop_once()).await? {
+        match self.receive(Op::Take, None, || self.pop_once()).await? {
             Some(item) => Ok(item),
             None => unreachable!("an unbounded wait only ends with an item"),
         }
@@ -345,7 +346,8 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```
     pub async fn poll(&self, timeout: Duration) -> Result<Option<T>> {
         let deadline = deadline_after(timeout, "`take`")?;
-        self.receive(Some(deadline), || self.pop_once()).await
+        self.receive(Op::Poll, Some((timeout, deadline)), || self.pop_once())
+            .await
     }
 
     /// Takes the item at the head of the queue as a [`Delivery`], waiting as long as it takes.
@@ -375,7 +377,10 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```
     pub async fn take_reliable(&self) -> Result<Delivery<T>> {
         let visibility = self.visibility_ms();
-        match self.receive(None, || self.claim_once(visibility)).await? {
+        match self
+            .receive(Op::Take, None, || self.claim_once(visibility))
+            .await?
+        {
             Some(delivery) => Ok(delivery),
             None => unreachable!("an unbounded wait only ends with an item"),
         }
@@ -407,13 +412,40 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     pub async fn poll_reliable(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
         let visibility = self.visibility_ms();
         let deadline = deadline_after(timeout, "`take`")?;
-        self.receive(Some(deadline), || self.claim_once(visibility))
-            .await
+        self.receive(Op::Poll, Some((timeout, deadline)), || {
+            self.claim_once(visibility)
+        })
+        .await
     }
 
-    /// Attempts until one finds an item or `deadline` passes, sleeping in between until a message
-    /// on the ready channel (or [`CONSUMER_PARK`]): the one wait loop (see `wait.rs`).
+    /// Attempts until one finds an item or the deadline (of a wait of the given length)
+    /// passes, sleeping in between until a message on the ready channel (or
+    /// [`CONSUMER_PARK`]): the one wait loop (see `wait.rs`). Runs in the span of `op`.
     async fn receive<R, F, Fut>(
+        &self,
+        op: Op,
+        wait: Option<(Duration, Instant)>,
+        attempt: F,
+    ) -> Result<Option<R>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Option<R>>>,
+    {
+        let span = self.core.span(op, wait.map(|(wait, _)| wait));
+        let deadline = wait.map(|(_, deadline)| deadline);
+        let received =
+            tracing::Instrument::instrument(self.receive_until(deadline, attempt), span.clone())
+                .await;
+        let outcome = match &received {
+            Ok(Some(_)) => "delivered",
+            Ok(None) => "timeout",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        received
+    }
+
+    async fn receive_until<R, F, Fut>(
         &self,
         deadline: Option<Instant>,
         mut attempt: F,
@@ -459,6 +491,8 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                 return Err(unexpected("the take script", "pop"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
+            core.site()
+                .count(metrics::QUEUE_DELIVERED, &[("mode", "pop")], 1);
             match codec.decode(&payload) {
                 Ok(item) => Ok(Some(Popped {
                     core,
@@ -500,6 +534,11 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
             core.agent()
                 .wake_by(Instant::now() + Duration::from_millis(visibility_ms));
+            let site = core.site();
+            site.count(metrics::QUEUE_DELIVERED, &[("mode", "claim")], 1);
+            if attempt > 1 {
+                site.count(metrics::QUEUE_REDELIVERED, &[], 1);
+            }
             match codec.decode(&payload) {
                 Ok(item) => Ok(Some(Delivery {
                     item,
@@ -679,6 +718,7 @@ async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
         .await;
     match result {
         Ok(_) => {
+            core.site().count(metrics::QUEUE_DEAD_LETTERED, &[], 1);
             tracing::warn!(queue = %core.name, item = %id, "latchkey queue item cannot be decoded; moved to the dead-letter hash")
         }
         Err(e) => {
@@ -986,28 +1026,44 @@ impl<T> Delivery<T> {
         self.settled = true;
         let core = self.core.clone();
         let id = self.id.clone();
-        crate::task::detached(async move {
-            let keys = &core.keys;
-            let mut invocation = QUEUE_ACK.prepare_invoke();
-            invocation
-                .key(&*keys.unacked)
-                .key(&*keys.items)
-                .key(&*keys.attempts)
-                .key(&*keys.due)
-                .arg(id.as_str());
-            let finished: i64 = core
-                .client
-                .inner
-                .conn
-                .script(&invocation, "acknowledging a delivery", &core.name)
-                .await?;
-            Ok(if finished == 1 {
-                Ack::Acked
-            } else {
-                Ack::AlreadyFinished
-            })
-        })
-        .await?
+        let span = core.span(Op::Ack, None);
+        let acked = crate::task::detached(tracing::Instrument::instrument(
+            async move {
+                let keys = &core.keys;
+                let mut invocation = QUEUE_ACK.prepare_invoke();
+                invocation
+                    .key(&*keys.unacked)
+                    .key(&*keys.items)
+                    .key(&*keys.attempts)
+                    .key(&*keys.due)
+                    .arg(id.as_str());
+                let finished: i64 = core
+                    .client
+                    .inner
+                    .conn
+                    .script(&invocation, "acknowledging a delivery", &core.name)
+                    .await?;
+                let outcome = if finished == 1 {
+                    "finished"
+                } else {
+                    "already_finished"
+                };
+                core.site()
+                    .count(metrics::QUEUE_ACKED, &[("outcome", outcome)], 1);
+                metrics::record_outcome(outcome);
+                Ok(if finished == 1 {
+                    Ack::Acked
+                } else {
+                    Ack::AlreadyFinished
+                })
+            },
+            span.clone(),
+        ))
+        .await?;
+        if acked.is_err() {
+            span.record("outcome", "error");
+        }
+        acked
     }
 
     /// Gives the item back at once, to the head of the queue, for another consumer (or this
@@ -1073,15 +1129,26 @@ impl<T> Delivery<T> {
         self.settled = true;
         let task = self.requeue_task(delay_us);
         let core = self.core.clone();
-        crate::task::detached(async move {
+        let span = core.span(Op::Nack, None);
+        let releasing = async move {
             let released: i64 = task.run(&core.client.inner.conn, &core.name).await?;
             Ok(if released == 1 {
                 Nack::Released
             } else {
                 Nack::NotOwned
             })
-        })
-        .await?
+        };
+        let released =
+            crate::task::detached(tracing::Instrument::instrument(releasing, span.clone())).await?;
+        span.record(
+            "outcome",
+            match &released {
+                Ok(Nack::Released) => "released",
+                Ok(Nack::NotOwned) => "not_held",
+                Err(_) => "error",
+            },
+        );
+        released
     }
 
     /// Keeps the item invisible for `timeout` from now (Redis clock), for processing that takes
@@ -1108,6 +1175,7 @@ impl<T> Delivery<T> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "extend", skip_all, fields(primitive = "queue", name = %self.core.name))]
     pub async fn extend(&self, timeout: Duration) -> Result<bool> {
         let timeout_ms = check_visibility(timeout)?;
         let keys = &self.core.keys;

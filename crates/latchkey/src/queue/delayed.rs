@@ -399,6 +399,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "remove", skip_all, fields(primitive = "queue", name = %self.core.name))]
     pub async fn remove(&self, id: &ItemId) -> Result<bool> {
         check_name(&self.core.name)?;
         let core = self.core.clone();

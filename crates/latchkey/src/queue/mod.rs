@@ -33,6 +33,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::check_name;
 pub(crate) use crate::keys::QueueKeys as Keys;
+use crate::metrics::{self, Op, Site};
 use crate::watchdog::MAX_LEASE;
 
 pub use blocking::{Ack, BlockingQueue, Delivery, Nack};
@@ -170,6 +171,16 @@ impl Core {
             .get_or_init(|| agent::ensure(&self.client, &self.name, &self.keys))
     }
 
+    /// Where this queue's metrics are recorded.
+    pub(crate) fn site(&self) -> Site {
+        Site::queue(self.client.inner.config.metrics_name_label, &self.name)
+    }
+
+    /// The span of operation `op` on this queue.
+    pub(crate) fn span(&self, op: Op, wait: Option<Duration>) -> tracing::Span {
+        metrics::span(op, "queue", &self.name, wait)
+    }
+
     /// Checks the name and makes sure the agent runs: the start of every async method.
     pub(crate) fn ready_to_use(&self) -> Result<()> {
         check_name(&self.name)?;
@@ -187,24 +198,30 @@ impl Core {
     /// is sent even if the caller goes away.
     pub(crate) async fn offer(self: &Arc<Core>, when: When, offers: Vec<Offer>) -> Result<()> {
         let core = self.clone();
-        crate::task::detached(async move {
-            let mut start = 0;
-            while start < offers.len() {
-                let mut end = start;
-                let mut bytes = 0;
-                while end < offers.len()
-                    && end - start < OFFER_BATCH
-                    && (end == start || bytes + offers[end].payload.len() <= OFFER_BATCH_BYTES)
-                {
-                    bytes += offers[end].payload.len();
-                    end += 1;
+        let span = self.span(Op::Offer, None);
+        let sent = crate::task::detached(tracing::Instrument::instrument(
+            async move {
+                let mut start = 0;
+                while start < offers.len() {
+                    let mut end = start;
+                    let mut bytes = 0;
+                    while end < offers.len()
+                        && end - start < OFFER_BATCH
+                        && (end == start || bytes + offers[end].payload.len() <= OFFER_BATCH_BYTES)
+                    {
+                        bytes += offers[end].payload.len();
+                        end += 1;
+                    }
+                    core.offer_batch(when, &offers[start..end]).await?;
+                    start = end;
                 }
-                core.offer_batch(when, &offers[start..end]).await?;
-                start = end;
-            }
-            Ok(())
-        })
-        .await?
+                Ok(())
+            },
+            span.clone(),
+        ))
+        .await?;
+        span.record("outcome", if sent.is_ok() { "offered" } else { "error" });
+        sent
     }
 
     async fn offer_batch(&self, when: When, batch: &[Offer]) -> Result<()> {
@@ -234,6 +251,8 @@ impl Core {
             .conn
             .script(&invocation, "offering to a delayed queue", &self.name)
             .await?;
+        self.site()
+            .count(metrics::QUEUE_OFFERED, &[], batch.len() as u64);
         Ok(())
     }
 

@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, holds, lock_methods, Holds};
 use crate::keys::{check_name, named_debug, RwLockKeys};
+use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -300,6 +301,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "rwlock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;
@@ -330,11 +332,16 @@ impl RwLock {
         // A writer's pending mark (dropped without being disarmed — give-up, error,
         // cancellation — it clears the mark), and the pause before an upgrade is tried again.
         let state = std::sync::Mutex::new((None::<PendingMark>, Duration::from_millis(10)));
+        let primitive = match side {
+            Side::Read => "read_lock",
+            Side::Write => "write_lock",
+        };
         let waiting = Waiting::new(
             &self.inner.client.inner.hub,
             &self.inner.channel,
             WakePolicy::All,
-        );
+        )
+        .metered(Site::new(&self.inner.client, primitive, &self.inner.name));
         let granted = waiting
             .run(deadline, |turn| {
                 let state = &state;

@@ -20,6 +20,7 @@ mod hand_off;
 mod inspect;
 mod latch;
 mod lock;
+mod metrics;
 mod multi_lock;
 mod queue_cluster;
 mod redlock;

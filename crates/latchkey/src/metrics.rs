@@ -1,0 +1,338 @@
+//! What latchkey records through the [`metrics`] facade, and its tracing spans: the metric
+//! names (documented in `docs/metrics.md`), the labels, and one-line recording helpers for the
+//! cores that record them (the wait loop, the guard core, the watchdog, the pub/sub hub, the
+//! queues).
+//!
+//! Nothing here talks to Redis. Without an installed recorder every helper is a few label
+//! values built on the stack and a call into the no-op recorder; without an enabled `tracing`
+//! subscriber a span is a disabled `Span` (no field is formatted).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram, Label};
+
+/// Acquire calls that ended, by `primitive` and `outcome` (`acquired`, `timeout`, `error`).
+pub(crate) const ACQUIRES: &str = "latchkey_acquires_total";
+/// Acquire calls whose first attempt found the primitive taken, by `primitive`.
+pub(crate) const CONTENDED: &str = "latchkey_acquires_contended_total";
+/// Time from an acquire call to its end, by `primitive` and `outcome`.
+pub(crate) const ACQUIRE_DURATION: &str = "latchkey_acquire_duration_seconds";
+/// Time a contended acquire waited (first refusal to its end), by `primitive` and `outcome`.
+pub(crate) const WAIT_DURATION: &str = "latchkey_acquire_wait_seconds";
+/// Time from a grant to the release of the hold, by `primitive`.
+pub(crate) const HOLD_DURATION: &str = "latchkey_hold_duration_seconds";
+/// Holds found lost by the watchdog, by `primitive` and `reason` (`gone`, `expired`).
+pub(crate) const LOST: &str = "latchkey_holds_lost_total";
+/// Holds renewed (or checked) by the watchdog, by `primitive`.
+pub(crate) const RENEWALS: &str = "latchkey_watchdog_renewals_total";
+/// Holds whose renewal call failed, by `primitive`.
+pub(crate) const RENEWAL_FAILURES: &str = "latchkey_watchdog_renewal_failures_total";
+/// Wake-one hand-offs, by `event` (`received`, `passed_on`).
+pub(crate) const HANDOFFS: &str = "latchkey_handoffs_total";
+/// Reconnections of the pub/sub connection.
+pub(crate) const PUBSUB_RECONNECTS: &str = "latchkey_pubsub_reconnects_total";
+/// Channels subscribed again (after a reconnection, or after the server ended them).
+pub(crate) const PUBSUB_RESUBSCRIPTIONS: &str = "latchkey_pubsub_resubscriptions_total";
+/// Items offered to a queue.
+pub(crate) const QUEUE_OFFERED: &str = "latchkey_queue_offered_total";
+/// Items handed to a consumer, by `mode` (`pop`, `claim`).
+pub(crate) const QUEUE_DELIVERED: &str = "latchkey_queue_delivered_total";
+/// Reliable deliveries of an item delivered before (attempt 2 and later).
+pub(crate) const QUEUE_REDELIVERED: &str = "latchkey_queue_redelivered_total";
+/// Deliveries whose visibility timeout ran out, moved back to the ready list.
+pub(crate) const QUEUE_EXPIRED: &str = "latchkey_queue_visibility_expired_total";
+/// Deliveries acknowledged, by `outcome` (`finished`, `already_finished`).
+pub(crate) const QUEUE_ACKED: &str = "latchkey_queue_acked_total";
+/// Items moved to the dead-letter hash.
+pub(crate) const QUEUE_DEAD_LETTERED: &str = "latchkey_queue_dead_lettered_total";
+/// How late delayed items became ready: transfer time minus due time (server clock).
+pub(crate) const QUEUE_LATENESS: &str = "latchkey_queue_lateness_seconds";
+/// Items in a queue, by `state` (`ready`, `delayed`, `unacked`), as of the last transfer.
+pub(crate) const QUEUE_DEPTH: &str = "latchkey_queue_depth";
+
+/// Every metric name, for the docs test.
+#[cfg(test)]
+pub(crate) const ALL: &[&str] = &[
+    ACQUIRES,
+    CONTENDED,
+    ACQUIRE_DURATION,
+    WAIT_DURATION,
+    HOLD_DURATION,
+    LOST,
+    RENEWALS,
+    RENEWAL_FAILURES,
+    HANDOFFS,
+    PUBSUB_RECONNECTS,
+    PUBSUB_RESUBSCRIPTIONS,
+    QUEUE_OFFERED,
+    QUEUE_DELIVERED,
+    QUEUE_REDELIVERED,
+    QUEUE_EXPIRED,
+    QUEUE_ACKED,
+    QUEUE_DEAD_LETTERED,
+    QUEUE_LATENESS,
+    QUEUE_DEPTH,
+];
+
+/// The `primitive` label of a hold kind of the registry (`HoldKey::kind`).
+pub(crate) fn primitive_of_kind(kind: &'static str) -> &'static str {
+    match kind {
+        "rw_read" => "read_lock",
+        "rw_write" => "write_lock",
+        "permit" => "permit_semaphore",
+        other => other,
+    }
+}
+
+/// Where a metric is recorded: the primitive, and its name when the client opted in to the
+/// name label ([`ClientBuilder::metrics_name_label`](crate::ClientBuilder::metrics_name_label)).
+#[derive(Clone, Debug)]
+pub(crate) struct Site {
+    pub(crate) primitive: &'static str,
+    pub(crate) name: Option<Arc<str>>,
+}
+
+impl Site {
+    /// The site of `primitive` called `name` on `client`.
+    pub(crate) fn new(client: &crate::Client, primitive: &'static str, name: &str) -> Site {
+        Site::with(client.inner.config.metrics_name_label, primitive, name)
+    }
+
+    /// The site of `primitive` called `name`, with the name label if `name_label`.
+    pub(crate) fn with(name_label: bool, primitive: &'static str, name: &str) -> Site {
+        Site {
+            primitive,
+            name: name_label.then(|| Arc::from(name)),
+        }
+    }
+
+    /// The labels: `primitive`, `name` if opted in, then `extra`.
+    fn labels(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
+        let mut labels = Vec::with_capacity(2 + extra.len());
+        if !self.primitive.is_empty() {
+            labels.push(Label::new("primitive", self.primitive));
+        }
+        if let Some(name) = &self.name {
+            labels.push(Label::new("name", name.clone()));
+        }
+        labels.extend(extra.iter().map(|(k, v)| Label::new(*k, *v)));
+        labels
+    }
+
+    /// Adds `n` to counter `metric`.
+    pub(crate) fn count(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        n: u64,
+    ) {
+        counter!(metric, self.labels(extra)).increment(n);
+    }
+
+    /// Records `value` in histogram `metric`.
+    pub(crate) fn observe(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        value: Duration,
+    ) {
+        histogram!(metric, self.labels(extra)).record(value.as_secs_f64());
+    }
+
+    /// Sets gauge `metric` to `value`.
+    pub(crate) fn set(
+        &self,
+        metric: &'static str,
+        extra: &[(&'static str, &'static str)],
+        value: f64,
+    ) {
+        gauge!(metric, self.labels(extra)).set(value);
+    }
+
+    /// A queue's site: no `primitive` label (both queue types share one queue).
+    pub(crate) fn queue(name_label: bool, name: &str) -> Site {
+        Site::with(name_label, "", name)
+    }
+}
+
+/// A counter without labels.
+pub(crate) fn count(metric: &'static str, extra: &[(&'static str, &'static str)], n: u64) {
+    counter!(
+        metric,
+        extra
+            .iter()
+            .map(|(k, v)| Label::new(*k, *v))
+            .collect::<Vec<_>>()
+    )
+    .increment(n);
+}
+
+/// How an acquire ended, for the `outcome` label and the span's `outcome` field.
+pub(crate) fn outcome<G, E>(result: &Result<Option<G>, E>) -> &'static str {
+    match result {
+        Ok(Some(_)) => "acquired",
+        Ok(None) => "timeout",
+        Err(_) => "error",
+    }
+}
+
+/// The operations that have a span: one `tracing` call site each (a span's name is static).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    Lock,
+    TryLock,
+    LockWith,
+    TryLockWith,
+    Unlock,
+    Acquire,
+    TryAcquire,
+    Release,
+    CountDown,
+    Await,
+    Offer,
+    Take,
+    Poll,
+    Ack,
+    Nack,
+}
+
+/// The debug-level span of one public operation, with the fields `primitive`, `name`, `wait`
+/// (when the operation waits a bounded time), and `token` and `outcome`, recorded when known.
+/// Disabled (and nothing formatted) when no subscriber wants debug spans of latchkey.
+pub(crate) fn span(
+    op: Op,
+    primitive: &'static str,
+    name: &str,
+    wait: Option<Duration>,
+) -> tracing::Span {
+    use tracing::field::Empty;
+    macro_rules! span {
+        ($op:literal) => {
+            tracing::debug_span!(
+                $op,
+                primitive,
+                name,
+                wait = wait.map(tracing::field::debug),
+                token = Empty,
+                outcome = Empty
+            )
+        };
+    }
+    match op {
+        Op::Lock => span!("lock"),
+        Op::TryLock => span!("try_lock"),
+        Op::LockWith => span!("lock_with"),
+        Op::TryLockWith => span!("try_lock_with"),
+        Op::Unlock => span!("unlock"),
+        Op::Acquire => span!("acquire"),
+        Op::TryAcquire => span!("try_acquire"),
+        Op::Release => span!("release"),
+        Op::CountDown => span!("count_down"),
+        Op::Await => span!("await"),
+        Op::Offer => span!("offer"),
+        Op::Take => span!("take"),
+        Op::Poll => span!("poll"),
+        Op::Ack => span!("ack"),
+        Op::Nack => span!("nack"),
+    }
+}
+
+/// The span of an acquire (`acquire`, or `try_acquire` with the wait left before `deadline`).
+pub(crate) fn acquire_span(
+    primitive: &'static str,
+    name: &str,
+    deadline: Option<tokio::time::Instant>,
+) -> tracing::Span {
+    match deadline {
+        None => span(Op::Acquire, primitive, name, None),
+        Some(deadline) => {
+            let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+            span(Op::TryAcquire, primitive, name, Some(wait))
+        }
+    }
+}
+
+/// Runs the acquire `work` of a primitive that does not wait in the one wait loop (multi
+/// locks, RedLock) in a `lock` or `try_lock` span (by whether there is a `deadline`), recording
+/// its outcome there and in `latchkey_acquires_total` and `latchkey_acquire_duration_seconds`.
+pub(crate) async fn lock_traced<G, E>(
+    site: Site,
+    deadline: Option<tokio::time::Instant>,
+    name: &str,
+    work: impl std::future::Future<Output = Result<Option<G>, E>>,
+) -> Result<Option<G>, E> {
+    let started = tokio::time::Instant::now();
+    let span = match deadline {
+        None => span(Op::Lock, site.primitive, name, None),
+        Some(deadline) => {
+            let wait = deadline.saturating_duration_since(started);
+            span(Op::TryLock, site.primitive, name, Some(wait))
+        }
+    };
+    let done = tracing::Instrument::instrument(work, span.clone()).await;
+    let outcome = outcome(&done);
+    span.record("outcome", outcome);
+    site.count(ACQUIRES, &[("outcome", outcome)], 1);
+    site.observe(ACQUIRE_DURATION, &[("outcome", outcome)], started.elapsed());
+    done
+}
+
+/// Runs `work` in `span`, then records its outcome there: `ok`, or `error` (for operations
+/// whose work records no outcome of its own).
+pub(crate) async fn traced<T, E>(
+    span: tracing::Span,
+    work: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let done = tracing::Instrument::instrument(work, span.clone()).await;
+    span.record("outcome", if done.is_ok() { "ok" } else { "error" });
+    done
+}
+
+/// Records `outcome` on the current span (the operation's span, which the latchkey call runs
+/// in; a no-op when it is disabled or has no such field).
+pub(crate) fn record_outcome(outcome: &'static str) {
+    tracing::Span::current().record("outcome", outcome);
+}
+
+/// Records the fencing token of a grant on the current span.
+pub(crate) fn record_token(token: u64) {
+    tracing::Span::current().record("token", token);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_metric_is_in_the_documented_table() {
+        let table = include_str!("../../../docs/metrics.md");
+        for name in super::ALL {
+            assert!(
+                table.contains(&format!("| `{name}` |")),
+                "{name} is missing from docs/metrics.md"
+            );
+        }
+        let rows = table
+            .lines()
+            .filter(|l| l.starts_with("| `latchkey_"))
+            .count();
+        assert_eq!(
+            rows,
+            super::ALL.len(),
+            "a documented metric latchkey does not record"
+        );
+    }
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        for name in super::ALL {
+            assert!(name.starts_with("latchkey_"), "{name}");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name}"
+            );
+            let counter = name.ends_with("_total");
+            let seconds = name.ends_with("_seconds");
+            assert!(counter || seconds || *name == super::QUEUE_DEPTH, "{name}");
+        }
+    }
+}
