@@ -13,6 +13,7 @@ mod blocking_queue;
 mod cluster;
 mod delayed_queue;
 mod deployments;
+mod examples;
 mod fair_lock;
 mod latch;
 mod lock;
