@@ -42,15 +42,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::builder(url).namespace(NAMESPACE).connect().await?;
     let jobs = client.delayed_queue::<Job>("jobs");
-    for (id, kind, delay_ms) in [(1, "ok", 300), (2, "flaky", 100), (3, "crash", 0), (4, "poison", 200)] {
-        jobs.offer(&Job { id, kind: kind.into() }, Duration::from_millis(delay_ms)).await?;
+    for (id, kind, delay_ms) in [
+        (1, "ok", 300),
+        (2, "flaky", 100),
+        (3, "crash", 0),
+        (4, "poison", 200),
+    ] {
+        jobs.offer(
+            &Job {
+                id,
+                kind: kind.into(),
+            },
+            Duration::from_millis(delay_ms),
+        )
+        .await?;
     }
     // Somebody offers a payload that is not a job.
-    client.delayed_queue::<String>("jobs").offer(&"garbage".into(), Duration::ZERO).await?;
+    client
+        .delayed_queue::<String>("jobs")
+        .offer(&"garbage".into(), Duration::ZERO)
+        .await?;
     println!("offered 4 jobs and 1 bad payload");
 
     // A job whose worker dies comes back after 1 s (30 s by default).
-    let ready = client.blocking_queue::<Job>("jobs").with_visibility_timeout(Duration::from_secs(1))?;
+    let ready = client
+        .blocking_queue::<Job>("jobs")
+        .with_visibility_timeout(Duration::from_secs(1))?;
     let dead = client.blocking_queue::<Job>("jobs-dead");
     let (mut done, mut dead_lettered, mut undecodable) = (0, 0, 0);
     while done + dead_lettered < 4 || undecodable < 1 {
@@ -68,7 +85,9 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         println!("job {} ({}), attempt {attempt}", job.id, job.kind);
         let failed = match job.kind.as_str() {
             "crash" if attempt == 1 => {
-                println!("  the worker dies mid-job: the job comes back after the visibility timeout");
+                println!(
+                    "  the worker dies mid-job: the job comes back after the visibility timeout"
+                );
                 std::mem::forget(delivery); // what a killed process does: settle nothing
                 continue;
             }
@@ -92,6 +111,8 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let set_aside = ready.dead_letter_len().await?;
-    println!("finished: {done} done, {dead_lettered} dead-lettered, {set_aside} undecodable set aside");
+    println!(
+        "finished: {done} done, {dead_lettered} dead-lettered, {set_aside} undecodable set aside"
+    );
     Ok(())
 }

@@ -44,7 +44,10 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         let served = served.clone();
         waiters.push(tokio::spawn(async move {
             let guard = client.fair_lock("printer").lock().await?;
-            println!("waiter {waiter} got the printer (token {})", guard.fencing_token());
+            println!(
+                "waiter {waiter} got the printer (token {})",
+                guard.fencing_token()
+            );
             served.lock().unwrap().push(waiter);
             tokio::time::sleep(Duration::from_millis(50)).await; // print something
             guard.unlock().await

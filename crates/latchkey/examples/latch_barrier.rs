@@ -70,7 +70,10 @@ async fn round(client: &Client, name: &str, dies: Option<u64>) -> latchkey::Resu
                 println!("  worker {worker} gave up: {missing} worker(s) never arrived");
                 return Ok(false);
             }
-            println!("  worker {worker} starts phase 2 at {} ms", start.elapsed().as_millis());
+            println!(
+                "  worker {worker} starts phase 2 at {} ms",
+                start.elapsed().as_millis()
+            );
             Ok::<_, latchkey::Error>(true)
         }));
     }

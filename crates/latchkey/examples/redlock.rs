@@ -53,10 +53,16 @@ async fn run(urls: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     // Two RedLocks are two owners (every acquire is a new owner: a RedLock is not reentrant).
     let owner_a = redlock(urls)?;
     let owner_b = redlock(urls)?;
-    println!("{} nodes, quorum {}", owner_a.node_count(), owner_a.quorum());
+    println!(
+        "{} nodes, quorum {}",
+        owner_a.node_count(),
+        owner_a.quorum()
+    );
 
     let guard_a = owner_a.lock().await?;
-    let left = guard_a.valid_until().saturating_duration_since(Instant::now());
+    let left = guard_a
+        .valid_until()
+        .saturating_duration_since(Instant::now());
     println!(
         "A holds the lock on nodes {:?}, token {:?}, valid for {} ms (renewed by the watchdog)",
         guard_a.nodes(),
@@ -71,9 +77,15 @@ async fn run(urls: &[String]) -> Result<(), Box<dyn std::error::Error>> {
 
     guard_a.unlock().await?;
     let guard_b = owner_b.lock().await?;
-    println!("after A let go, B holds it with token {:?}", guard_b.fencing_token());
+    println!(
+        "after A let go, B holds it with token {:?}",
+        guard_b.fencing_token()
+    );
     if !owner_a.down_nodes().is_empty() {
-        println!("nodes down (skipped and probed in the background): {:?}", owner_a.down_nodes());
+        println!(
+            "nodes down (skipped and probed in the background): {:?}",
+            owner_a.down_nodes()
+        );
     }
     guard_b.unlock().await?;
     Ok(())

@@ -35,7 +35,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::builder(url).namespace(NAMESPACE).connect().await?;
-    let cache = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+    let cache = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
 
     let torn = round(&client, &cache, false).await?;
     println!("without the lock: {torn} torn read(s)");
@@ -65,7 +67,11 @@ async fn round(
         while Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(100)).await;
             version += 1;
-            let guard = if locked { Some(lock.write().lock().await?) } else { None };
+            let guard = if locked {
+                Some(lock.write().lock().await?)
+            } else {
+                None
+            };
             let _: () = redis.set(VERSION, version).await?;
             tokio::time::sleep(Duration::from_millis(20)).await; // fetching the new prices
             let _: () = redis.set(BODY, format!("prices v{version}")).await?;
@@ -83,7 +89,11 @@ async fn round(
         readers.push(tokio::spawn(async move {
             let (mut reads, mut torn) = (0, 0);
             while Instant::now() < until {
-                let guard = if locked { Some(lock.read().lock().await?) } else { None };
+                let guard = if locked {
+                    Some(lock.read().lock().await?)
+                } else {
+                    None
+                };
                 let version: u64 = redis.get(VERSION).await?;
                 tokio::time::sleep(Duration::from_millis(5)).await; // using the cache
                 let body: String = redis.get(BODY).await?;

@@ -63,7 +63,10 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
 
     println!("1. watchdog on, 2 s job, 1.5 s watchdog timeout");
     let finished = run_guarded("watchdog", lock.lock().await?).await?;
-    assert!(finished, "the watchdog keeps the lock for as long as the job runs");
+    assert!(
+        finished,
+        "the watchdog keeps the lock for as long as the job runs"
+    );
 
     println!("2. an operator force-unlocks the lock from another connection mid-job");
     let operator = Client::builder(url).namespace(NAMESPACE).connect().await?;
@@ -79,7 +82,9 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     assert!(!finished, "the worker stops once the lock is gone");
 
     println!("3. a fixed 1 s lease (no watchdog) and a 2 s job");
-    let guard = lock.lock_with(LockOptions::new().lease(Duration::from_secs(1))).await?;
+    let guard = lock
+        .lock_with(LockOptions::new().lease(Duration::from_secs(1)))
+        .await?;
     let finished = run_guarded("lease", guard).await?;
     assert!(!finished, "the worker stops when its lease runs out");
 

@@ -34,7 +34,9 @@ pub async fn clean_up(url: &str, namespace: &str) -> redis::RedisResult<()> {
         .get_multiplexed_async_connection()
         .await?;
     let mut keys: Vec<String> = Vec::new();
-    let mut found = conn.scan_match::<_, String>(format!("*{namespace}:*")).await?;
+    let mut found = conn
+        .scan_match::<_, String>(format!("*{namespace}:*"))
+        .await?;
     while let Some(key) = found.next_item().await {
         keys.push(key?);
     }

@@ -34,8 +34,15 @@ fn examples_dir() -> PathBuf {
             .args(["build", "--quiet", "--examples", "--manifest-path"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
             .arg("--target-dir")
-            .arg(profile_dir.parent().expect("a profile directory is in a target directory"));
-        if profile_dir.file_name().is_some_and(|name| name == "release") {
+            .arg(
+                profile_dir
+                    .parent()
+                    .expect("a profile directory is in a target directory"),
+            );
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
             build.arg("--release");
         }
         let status = build
@@ -65,7 +72,9 @@ async fn run_example(name: &str, env: &[(&str, String)]) -> (Output, String) {
         binary.display()
     );
     let mut command = tokio::process::Command::new(&binary);
-    command.envs(env.iter().map(|(k, v)| (k, v))).kill_on_drop(true);
+    command
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .unwrap_or_else(|_| panic!("example {name} ran for more than a minute"))
@@ -85,7 +94,10 @@ fn assert_keyspace_empty(name: &str, server: &RedisServer, stdout: &str) {
     let keys: u64 = read(server, &["DBSIZE"]);
     if keys > 0 {
         let left: Vec<String> = read(server, &["KEYS", "*"]);
-        panic!("example {name} left keys on {}: {left:?}\n{stdout}", server.addr());
+        panic!(
+            "example {name} left keys on {}: {left:?}\n{stdout}",
+            server.addr()
+        );
     }
 }
 
@@ -103,7 +115,11 @@ async fn check_example(name: &str, line: &str) {
 
 #[tokio::test]
 async fn fencing_refuses_the_stale_holder() {
-    check_example("fencing", "A's stale write refused: token 1 is older than 2").await;
+    check_example(
+        "fencing",
+        "A's stale write refused: token 1 is older than 2",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -132,7 +148,11 @@ async fn latch_barrier_holds_back_until_all_arrive() {
 
 #[tokio::test]
 async fn redlock_over_three_servers() {
-    let servers = [RedisServer::spawn(), RedisServer::spawn(), RedisServer::spawn()];
+    let servers = [
+        RedisServer::spawn(),
+        RedisServer::spawn(),
+        RedisServer::spawn(),
+    ];
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let (_, stdout) = run_example("redlock", &[("REDIS_URLS", urls.join(","))]).await;
     for line in [
@@ -140,7 +160,10 @@ async fn redlock_over_three_servers() {
         "B is refused while A holds it",
         "after A let go, B holds it with token Some(2)",
     ] {
-        assert!(stdout.contains(line), "redlock did not print {line:?}:\n{stdout}");
+        assert!(
+            stdout.contains(line),
+            "redlock did not print {line:?}:\n{stdout}"
+        );
     }
     for server in &servers {
         assert_keyspace_empty("redlock", server, &stdout);
