@@ -42,20 +42,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::builder(url).namespace(NAMESPACE).connect().await?;
     let jobs = client.delayed_queue::<Job>("jobs");
-    for (id, kind, delay_ms) in [
-        (1, "ok", 300),
-        (2, "flaky", 100),
-        (3, "crash", 0),
-        (4, "poison", 200),
-    ] {
-        jobs.offer(
-            &Job {
-                id,
-                kind: kind.into(),
-            },
-            Duration::from_millis(delay_ms),
-        )
-        .await?;
+    let offers = [("ok", 300), ("flaky", 100), ("crash", 0), ("poison", 200)];
+    for (id, (kind, delay_ms)) in (1..).zip(offers) {
+        let job = Job {
+            id,
+            kind: kind.to_owned(),
+        };
+        jobs.offer(&job, Duration::from_millis(delay_ms)).await?;
     }
     // Somebody offers a payload that is not a job.
     client
@@ -83,21 +76,16 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         };
         let (job, attempt) = (delivery.item(), delivery.attempt());
         println!("job {} ({}), attempt {attempt}", job.id, job.kind);
-        let failed = match job.kind.as_str() {
-            "crash" if attempt == 1 => {
-                println!(
-                    "  the worker dies mid-job: the job comes back after the visibility timeout"
-                );
-                std::mem::forget(delivery); // what a killed process does: settle nothing
-                continue;
-            }
-            "flaky" => attempt == 1,
-            "poison" => true,
-            _ => false,
-        };
+        if job.kind == "crash" && attempt == 1 {
+            println!("  the worker dies mid-job: the job comes back after the visibility timeout");
+            std::mem::forget(delivery); // what a killed process does: settle nothing
+            continue;
+        }
+        let failed = job.kind == "poison" || (job.kind == "flaky" && attempt == 1);
         if !failed {
-            delivery.ack().await?;
-            println!("  done, acknowledged");
+            // `false`: another delivery of the job (after a visibility timeout) finished it.
+            let ours = delivery.ack().await?;
+            println!("  done, acknowledged (finished by this delivery: {ours})");
             done += 1;
         } else if attempt < MAX_ATTEMPTS {
             let backoff = Duration::from_millis(100 << attempt);

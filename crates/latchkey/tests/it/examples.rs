@@ -147,6 +147,16 @@ async fn latch_barrier_holds_back_until_all_arrive() {
 }
 
 #[tokio::test]
+async fn rw_cache_has_no_torn_read_under_the_lock() {
+    check_example("rw_cache", "with the read-write lock: 0 torn read(s)").await;
+}
+
+#[tokio::test]
+async fn worker_lost_stops_the_job() {
+    check_example("worker_lost", "[forced] lock lost: job stopped").await;
+}
+
+#[tokio::test]
 async fn redlock_over_three_servers() {
     let servers = [
         RedisServer::spawn(),
