@@ -30,6 +30,27 @@ fn examples_dir() -> PathBuf {
             .ok_or_else(|| format!("{} is not in target/<profile>/deps", exe.display()))?;
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let mut build = std::process::Command::new(&cargo);
+        // What cargo sets for the test process, not for a cargo it runs: some build scripts
+        // (ring's) are rerun when `CARGO_MANIFEST_DIR` changes, so passing these on would make
+        // this build and the next `cargo test` rebuild each other's dependencies every time.
+        for (var, _) in std::env::vars_os() {
+            let var = var.to_string_lossy();
+            if var.starts_with("CARGO_PKG_")
+                || var.starts_with("CARGO_BIN_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                    "OUT_DIR",
+                ]
+                .contains(&&*var)
+            {
+                build.env_remove(&*var);
+            }
+        }
         build
             .args(["build", "--quiet", "--examples", "--manifest-path"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
