@@ -7,7 +7,6 @@
 //! they are up to date) before any example is started.
 
 use std::path::PathBuf;
-use std::process::Output;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -60,11 +59,13 @@ fn examples_dir() -> PathBuf {
                     .parent()
                     .expect("a profile directory is in a target directory"),
             );
-        if profile_dir
-            .file_name()
-            .is_some_and(|name| name == "release")
-        {
-            build.arg("--release");
+        // target/debug holds the `dev` (and `test`) profile; any other directory is named
+        // after its profile (`release`, a custom one).
+        match profile_dir.file_name().and_then(|name| name.to_str()) {
+            Some("debug") | None => {}
+            Some(profile) => {
+                build.args(["--profile", profile]);
+            }
         }
         let status = build
             .status()
@@ -83,8 +84,9 @@ fn examples_dir() -> PathBuf {
     }
 }
 
-/// Runs example `name` with `env` set and waits for it (at most a minute); returns its output.
-async fn run_example(name: &str, env: &[(&str, String)]) -> (Output, String) {
+/// Runs example `name` with `env` set and waits for it (at most a minute); checks that it
+/// exited 0 and returns what it printed.
+async fn run_example(name: &str, env: &[(&str, String)]) -> String {
     let dir = tokio::task::spawn_blocking(examples_dir).await.unwrap();
     let binary = dir.join(name);
     assert!(
@@ -107,7 +109,7 @@ async fn run_example(name: &str, env: &[(&str, String)]) -> (Output, String) {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    (output, stdout)
+    stdout
 }
 
 /// Asserts that `server` holds no key (the examples' servers are theirs alone).
@@ -126,7 +128,7 @@ fn assert_keyspace_empty(name: &str, server: &RedisServer, stdout: &str) {
 /// the server's keyspace empty.
 async fn check_example(name: &str, line: &str) {
     let server = RedisServer::spawn();
-    let (_, stdout) = run_example(name, &[("REDIS_URL", server.url())]).await;
+    let stdout = run_example(name, &[("REDIS_URL", server.url())]).await;
     assert!(
         stdout.contains(line),
         "example {name} did not print {line:?}:\n{stdout}"
@@ -185,7 +187,7 @@ async fn redlock_over_three_servers() {
         RedisServer::spawn(),
     ];
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let (_, stdout) = run_example("redlock", &[("REDIS_URLS", urls.join(","))]).await;
+    let stdout = run_example("redlock", &[("REDIS_URLS", urls.join(","))]).await;
     for line in [
         "3 nodes, quorum 2",
         "B is refused while A holds it",
