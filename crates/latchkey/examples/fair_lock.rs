@@ -55,6 +55,9 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         // Wait until this waiter is in the queue before the next one arrives, so that the
         // arrival order is known.
         while printer.queue().await?.len() <= waiter {
+            if waiters.last().is_some_and(|w| w.is_finished()) {
+                return Err(format!("waiter {waiter} stopped before it queued").into());
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         println!("waiter {waiter} queued");
