@@ -15,6 +15,7 @@ mod cluster;
 mod delayed_queue;
 mod deployments;
 mod election;
+mod examples;
 mod fair_lock;
 mod hand_off;
 mod inspect;
