@@ -91,10 +91,11 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         } else if attempt < MAX_ATTEMPTS {
             let backoff = Duration::from_millis(100 << attempt);
             println!("  failed, retry in {} ms", backoff.as_millis());
-            delivery.nack_after(backoff).await?;
+            // `NotOwned` would mean the job had already come back to the queue by itself.
+            let _ = delivery.nack_after(backoff).await?;
         } else {
             dead.put(delivery.item()).await?;
-            delivery.ack().await?;
+            let _ = delivery.ack().await?;
             println!("  failed {attempt} times: moved to the dead letters");
             dead_lettered += 1;
         }
