@@ -25,11 +25,11 @@
 -- When the last hold ends and latchkey clients wait, the earliest-arrived live one is picked.
 -- If its registration takes grants, the lock is granted to it at once (a new fencing token,
 -- its owner field, its grant lease) and "-<wake id>", "-<token>", "-<seq>" are published in
--- that order: the client's waiter holds the lock without another round trip. Otherwise the
--- free lock is reserved for it for ARGV[4] ms and its wake id is published, so exactly one
--- client retries instead of all of them. "0" is published in every case, for Redisson clients
--- (a grant leaves the lock held: they wait on); latchkey clients ignore a "0" that follows a
--- hand-off. Once grants have passed the lock on for ARGV[7] ms in a row, a release frees it
+-- that order: the client's waiter holds the lock without another round trip. Redisson clients
+-- read them as Java longs that are not theirs (0 or 1) and wait on: the lock is held, so no "0"
+-- follows a grant. Otherwise the free lock is reserved for the picked client for ARGV[4] ms and
+-- its wake id is published, so exactly one client retries instead of all of them, and "0"
+-- follows for Redisson clients; latchkey clients ignore a "0" that follows a wake id. Once grants have passed the lock on for ARGV[7] ms in a row, a release frees it
 -- instead and reserves it for nobody ("p") for ARGV[8] ms, so that Redisson clients, which are
 -- not in latchkey's queue and do not heed reservations, get their chance; latchkey waiters
 -- retry after the pause.
@@ -83,7 +83,6 @@ if next and terms then
         notify(publish, KEYS[2], '-' .. next)
         notify(publish, KEYS[2], '-' .. token)
         notify(publish, KEYS[2], '-' .. terms.seq)
-        notify(publish, KEYS[2], ARGV[1])
         return 0
     end
 end

@@ -157,7 +157,8 @@ impl Channel {
             .and_then(|n| n.parse::<u64>().ok());
         match (self.grant, value) {
             (GrantParse::Idle, _) => {
-                self.after_hand_off = true;
+                // No "0" follows a grant (the lock stays held): the next "0" is a release.
+                self.after_hand_off = false;
                 self.grant = if number == my_wake_id.as_bytes() {
                     GrantParse::Mine
                 } else {
