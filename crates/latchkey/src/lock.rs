@@ -23,7 +23,7 @@ pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
 /// How long a lock may pass from waiter to waiter by grants on release: then one release
 /// frees it instead, so that Redisson clients, which are not in latchkey's wait queue, get
 /// their chance at it at least this often.
-pub(crate) const MAX_GRANT_STREAK: Duration = Duration::from_millis(250);
+pub(crate) const MAX_GRANT_STREAK: Duration = Duration::from_secs(1);
 
 /// How long latchkey waiters hold back after a streak of grants ends, so that a Redisson
 /// client's retry on the unlock message can win the free lock.

@@ -3,7 +3,7 @@
 //! the lock without another round trip. What must hold: the grantee holds it with a fresh
 //! fencing token and a short lease that its watchdog confirms if it keeps the lock; a grant
 //! nobody takes is given back at once (or lapses with its short lease when its client died);
-//! Redisson listeners see only Java longs, and a streak of grants ends (after 250 ms) with a
+//! Redisson listeners see only Java longs, and a streak of grants ends (after 1 s) with a
 //! short pause in which they get their turn.
 
 use std::time::Duration;
@@ -341,7 +341,7 @@ async fn grants_on_release_work_on_a_cluster() {
 }
 
 /// Latchkey clients pass the lock on by grants for as long as they keep queueing; a Redisson
-/// client, which is not in latchkey's queue, still gets it: after 250 ms of grants a release
+/// client, which is not in latchkey's queue, still gets it: after 1 s of grants a release
 /// frees the lock and latchkey waiters hold back for 10 ms, in which the Redisson client's
 /// retry on the unlock message wins it.
 #[tokio::test]
