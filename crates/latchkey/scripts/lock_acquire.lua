@@ -27,8 +27,8 @@
 -- cost no extra calls on the hot path: every key is first *read* with a command that fails on
 -- another type (HLEN, GET, ZSCORE), or, for the fencing counter, its INCR is the first write
 -- (INCR fails on anything but an integer string, before anything was written).
-acl_check({'del', 'get', 'hdel', 'hexists', 'hincrby', 'hlen', 'hset', 'incr', 'pexpire', 'pttl',
-    'time', 'type', 'zadd', 'zrem', 'zscore'})
+acl_check({'del', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hlen', 'hset', 'incr', 'pexpire',
+    'pttl', 'time', 'type', 'zadd', 'zrem', 'zscore'})
 -- Register the caller's client as a waiter (unless it will not wait) and report the retry time.
 local function wait_for(retry_after)
     local park = tonumber(ARGV[4])
@@ -70,17 +70,32 @@ end
 -- The caller's registration as a waiter, dropped once it holds the lock (unless other waiters
 -- of its client still wait, or it never registered). A wrong-typed queue is left alone (ZREM
 -- refuses it, nothing written).
+--
+-- When the client stays registered (its other waiters still wait), a registration of this
+-- caller's that takes grants is made a plain one: the caller holds the lock now, and a grant to
+-- it on the next release would go to a waiter that is no more.
 local function unregister()
     if ARGV[5] == '0' then
         if try_call('zrem', KEYS[3], ARGV[3]) == 1 then
             try_call('hdel', KEYS[4], ARGV[3])
+        end
+    elseif ARGV[5] == '1' then
+        local value = try_call('hget', KEYS[4], ARGV[3])
+        if value then
+            local live, terms = registration(value)
+            if live and terms and terms.owner == ARGV[2] then
+                redis.call('hset', KEYS[4], ARGV[3], live)
+            end
         end
     end
 end
 
 if read('the lock key', 'hash', 'hlen', KEYS[1]) == 0 then
     local reserved = read('the hand-off reservation', 'string', 'get', KEYS[5])
-    if reserved and reserved ~= ARGV[3] and not is_streak(reserved) then
+    -- The pause after a streak of grants ("p") holds back waiters only: a caller that will not
+    -- wait (try_lock with no wait) takes a free lock.
+    local paused_for_waiters = reserved == 'p' and ARGV[4] == '0'
+    if reserved and reserved ~= ARGV[3] and not is_streak(reserved) and not paused_for_waiters then
         -- Handed off to another waiter, who is on its way: wait for the reservation to lapse.
         return wait_for(redis.call('pttl', KEYS[5]))
     end
@@ -97,11 +112,14 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         -- A stranded hold taken over: a new critical section, so a new fencing token. Reusing
         -- the old token would let fenced storage take a late write of the stranded hold for
         -- one of this new hold.
-        return {1, grant(), 1}
+        local token = grant()
+        unregister()
+        return {1, token, 1}
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
+    unregister()
     return {1, token, holds}
 end
 

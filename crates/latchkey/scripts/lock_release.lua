@@ -48,7 +48,10 @@ end
 local holds = tonumber(held) - 1
 if holds > 0 then
     redis.call('hset', KEYS[1], ARGV[3], holds)
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    -- A grant given back that was re-entered meanwhile leaves the lease as the re-entry set it.
+    if ARGV[6] == '' then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+    end
     return holds
 end
 redis.call('del', KEYS[1])
@@ -73,6 +76,11 @@ if now - streak >= tonumber(ARGV[7]) then
     return 0
 end
 local next, terms = pick_next(now)
+-- A registration of the releasing owner itself is left over from an acquire of another path:
+-- it takes no grant (the client's other waiters are woken instead).
+if terms and terms.owner == ARGV[3] then
+    terms = nil
+end
 if next and terms then
     -- INCR refuses a counter that is not an integer: then reserve instead of granting.
     local token = redis.pcall('incr', KEYS[6])

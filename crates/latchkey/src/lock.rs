@@ -389,12 +389,16 @@ impl Lock {
 
     /// Takes a grant on release: the hold is this handle's already, until at least the
     /// registration's send time plus the grant's lease. A grant too close to its end is given
-    /// back (and the caller makes an ordinary attempt).
+    /// back (and the caller makes an ordinary attempt), and so is one to an owner that holds the
+    /// lock or has an acquire or release of it under way (a clone, another task): the grant's
+    /// hold may have been re-entered or taken over by then, which the ordinary attempt sorts out
+    /// (the give-back, guarded by the grant's token, leaves a take-over alone and a re-entry's
+    /// lease as it is).
     fn take_hand_off(&self, hand_off: HandOff) -> Option<LockGuard> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let valid_until = hand_off.registered_at + grant_lease(hand_off.park);
-        if valid_until < Instant::now() + CONFIRM_BEFORE {
+        if valid_until < Instant::now() + CONFIRM_BEFORE || client.registry.busy(&inner.hold) {
             client.hub.give_back(self.give_back_task(hand_off.token));
             return None;
         }

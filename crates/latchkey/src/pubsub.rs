@@ -543,10 +543,14 @@ impl Drop for Subscription {
         // Under the channels' lock, as the hub grants: a grant is either here now, or comes
         // after and finds the waiter closed.
         self.slot.closed.store(true, Ordering::Release);
-        if let (Some((_, token)), Some(dispose)) = (self.take_grant(), &self.dispose) {
-            metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
-            let _ = self.state.background.send(dispose.task(token));
-        }
+        let gave_back = match (self.take_grant(), &self.dispose) {
+            (Some((_, token)), Some(dispose)) => {
+                metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
+                let _ = self.state.background.send(dispose.task(token));
+                true
+            }
+            _ => false,
+        };
         let Some(channel) = channels.get_mut(&self.channel) else {
             return;
         };
@@ -556,6 +560,11 @@ impl Drop for Subscription {
             .position(|slot| Arc::ptr_eq(slot, &self.slot))
         {
             channel.waiters.remove(pos);
+        }
+        if gave_back && self.finished {
+            // The grant took this client out of the lock's queue: another waiter's attempt
+            // puts it back.
+            channel.wake(1);
         }
         if !self.finished {
             if self.slot.pending.load(Ordering::Acquire) {

@@ -279,6 +279,15 @@ impl Registry {
         }
     }
 
+    /// Whether this owner holds `key`, or has an acquire or a release of it under way: then a
+    /// grant on release to it is not taken as a new hold (see `Lock::take_hand_off`).
+    pub(crate) fn busy(&self, key: &HoldKey) -> bool {
+        let state = self.state();
+        state.held.contains_key(key)
+            || state.in_flight.contains_key(key)
+            || state.releasing.contains_key(key)
+    }
+
     /// Number of holds tracked.
     pub(crate) fn len(&self) -> usize {
         self.state().held.len()

@@ -441,3 +441,131 @@ async fn a_redisson_waiter_gets_the_lock_while_latchkey_clients_pass_it_by_grant
         assert!(sections > 0);
     }
 }
+
+/// The lock scripts as latchkey sends them (the prelude, the lock's helpers, the script), run
+/// here with EVAL on hand-made states that the races below leave behind.
+const RELEASE: &str = concat!(
+    include_str!("../../scripts/prelude.lua"),
+    include_str!("../../scripts/lock_prelude.lua"),
+    include_str!("../../scripts/lock_release.lua"),
+);
+const ACQUIRE: &str = concat!(
+    include_str!("../../scripts/prelude.lua"),
+    include_str!("../../scripts/lock_prelude.lua"),
+    include_str!("../../scripts/lock_acquire.lua"),
+);
+const KEYS: [&str; 6] = [
+    "raced",
+    "redisson_lock__channel:{raced}",
+    "latchkey_lock_queue:{raced}",
+    "latchkey_lock_alive:{raced}",
+    "latchkey_lock_handoff:{raced}",
+    "redisson_lock_token:{raced}",
+];
+const OWNER: &str = "6f1c0c3e-0000-4000-8000-00000000000a:1";
+const WAKE_ID: &str = "123456789";
+
+async fn release(conn: &mut MultiplexedConnection, give_back: Option<u64>) -> i64 {
+    redis::cmd("EVAL")
+        .arg(RELEASE)
+        .arg(6)
+        .arg(&KEYS)
+        .arg("0")
+        .arg(1)
+        .arg(OWNER)
+        .arg(200)
+        .arg("publish")
+        .arg(give_back.map(|t| t.to_string()).unwrap_or_default())
+        .arg(1000)
+        .arg(10)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A grant nobody took, re-entered by its owner before it is given back (the owner's next
+/// acquire landed first): the give-back takes one hold off and leaves the re-entry's lease —
+/// it used to set the 1 ms lease of a grant being dropped, freeing a lock a guard still held.
+/// A grant taken over since (the counter moved on) is not touched at all.
+#[tokio::test]
+async fn a_grant_given_back_after_a_reentry_keeps_the_reentrys_lease() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let _: () = conn.hset("raced", OWNER, 2).await.unwrap();
+    let _: () = conn.pexpire("raced", 30_000).await.unwrap();
+    let _: () = conn.set(KEYS[5], 5).await.unwrap();
+    assert_eq!(
+        release(&mut conn, Some(4)).await,
+        -1,
+        "a later grant: not ours"
+    );
+    let holds: u32 = conn.hget("raced", OWNER).await.unwrap();
+    assert_eq!(holds, 2);
+    assert_eq!(release(&mut conn, Some(5)).await, 1);
+    let holds: u32 = conn.hget("raced", OWNER).await.unwrap();
+    assert_eq!(holds, 1, "the re-entry's hold stays");
+    let pttl: i64 = conn.pttl("raced").await.unwrap();
+    assert!(pttl > 20_000, "the re-entry's lease stays: {pttl}");
+}
+
+/// A registration of the releasing owner itself (left over from an acquire by another path
+/// while a sibling waiter of its client waits) takes no grant: the release reserves the lock
+/// for the client and wakes it, instead of granting it to a waiter that is no more.
+#[tokio::test]
+async fn a_release_grants_nothing_to_the_releasers_own_registration() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let live = seconds * 1000 + 10_000;
+    let _: () = conn.hset("raced", OWNER, 1).await.unwrap();
+    let _: () = conn.zadd(KEYS[2], WAKE_ID, 1).await.unwrap();
+    let _: () = conn
+        .hset(KEYS[3], WAKE_ID, format!("{live}:7:5000:{OWNER}"))
+        .await
+        .unwrap();
+    assert_eq!(release(&mut conn, None).await, 0);
+    let exists: bool = conn.exists("raced").await.unwrap();
+    assert!(!exists, "freed, not granted to the releaser");
+    let reserved: Option<String> = conn.get(KEYS[4]).await.unwrap();
+    assert_eq!(
+        reserved.as_deref(),
+        Some(WAKE_ID),
+        "reserved for the client"
+    );
+}
+
+/// An acquire that succeeds while other waiters of its client still wait (the client stays in
+/// the queue) makes its own registration that takes grants a plain one.
+#[tokio::test]
+async fn an_acquire_that_stays_registered_drops_its_grant_terms() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let live = seconds * 1000 + 10_000;
+    let _: () = conn.zadd(KEYS[2], WAKE_ID, 1).await.unwrap();
+    let _: () = conn
+        .hset(KEYS[3], WAKE_ID, format!("{live}:7:5000:{OWNER}"))
+        .await
+        .unwrap();
+    let reply: Vec<i64> = redis::cmd("EVAL")
+        .arg(ACQUIRE)
+        .arg(5)
+        .arg(&[KEYS[0], KEYS[5], KEYS[2], KEYS[3], KEYS[4]])
+        .arg(30_000)
+        .arg(OWNER)
+        .arg(WAKE_ID)
+        .arg(0)
+        .arg("1")
+        .arg("")
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(reply[0], 1, "acquired: {reply:?}");
+    let registration: String = conn.hget(KEYS[3], WAKE_ID).await.unwrap();
+    assert_eq!(
+        registration,
+        live.to_string(),
+        "still registered, without grant terms"
+    );
+}
