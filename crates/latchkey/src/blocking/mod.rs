@@ -20,7 +20,13 @@
 //! - A blocking call made where a Tokio runtime is running (in async code, in a
 //!   `spawn_blocking` closure, or under `Runtime::enter`) would block that runtime's thread or
 //!   deadlock. It is refused: the call returns [`Error::Config`] saying
-//!   to use the async API there, and does nothing. Dropping blocking values there is fine.
+//!   to use the async API there, and sends nothing to Redis; a refused call that consumes its
+//!   value (`unlock`, `release`, `ack`, `nack`) drops it, which hands its release over as a
+//!   drop does (a refused `ack` gives the item back to the queue). Dropping blocking values
+//!   there is fine: the last drop waits for the releases on a thread of its own.
+//! - Several blocking clients in one `MultiLock` or `RedLock` run its operations on the first
+//!   client's runtime: a node client connected lazily then keeps its connection task there, so
+//!   keep the first client alive as long as the others are in use.
 //!
 //! # Examples
 //!
@@ -86,12 +92,39 @@ impl Drop for Shared {
         // its share of the runtime), so the client has shut down: its task queue finishes the
         // releases handed to it within the command timeout, and the other tasks stop. Wait for
         // that without `block_on`, which would panic if this drop runs in async code.
-        let metrics = runtime.metrics();
-        let deadline = Instant::now() + self.drain;
-        while metrics.num_alive_tasks() > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(2));
+        let drain = self.drain;
+        let runtime = Arc::new(std::sync::Mutex::new(Some(runtime)));
+        let finish = {
+            let runtime = runtime.clone();
+            move || {
+                let taken = runtime.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some(runtime) = taken else { return };
+                let metrics = runtime.metrics();
+                let deadline = Instant::now() + drain;
+                while metrics.num_alive_tasks() > 0 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                runtime.shutdown_background();
+            }
+        };
+        // Dropped in async code (a blocking value moved into a task), the wait must not hold
+        // up that thread's other tasks: a thread of its own waits instead.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let spawned = std::thread::Builder::new()
+                .name("latchkey-blocking-drain".into())
+                .spawn(finish);
+            if let Err(e) = spawned {
+                // No thread to wait on: stop at once (releases not finished expire with their
+                // leases).
+                tracing::warn!(error = %e, "latchkey blocking client: no thread to finish on");
+                let taken = runtime.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(runtime) = taken {
+                    runtime.shutdown_background();
+                }
+            }
+            return;
         }
-        runtime.shutdown_background();
+        finish();
     }
 }
 

@@ -278,6 +278,49 @@ fn the_last_drop_waits_for_a_stalled_server_at_most_the_command_timeout() {
     );
 }
 
+/// The last drop made in async code (a blocking client moved into a task) does not hold up
+/// that runtime's thread while the releases finish: a thread of its own waits for them, and
+/// the release still reaches Redis once the server answers again.
+#[test]
+fn the_last_drop_in_async_code_does_not_block_the_runtime_thread() {
+    let server = RedisServer::spawn();
+    let client = Client::from_builder(builder(&server).command_timeout(Duration::from_secs(10)))
+        .expect("connect");
+    let guard = client.lock("async-drop").lock().unwrap();
+    server.pause_process();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let took = runtime.block_on(async move {
+        let started = Instant::now();
+        drop(guard);
+        drop(client);
+        started.elapsed()
+    });
+    server.resume_process();
+    // Waiting in place would have taken the 10 s command timeout with the server stalled.
+    assert!(
+        took < Duration::from_secs(5),
+        "the drop held the runtime's thread for {took:?}"
+    );
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let released = (0..100).any(|_| {
+        let exists: bool = redis::Commands::exists(&mut conn, "async-drop").unwrap();
+        if exists {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        !exists
+    });
+    assert!(
+        released,
+        "the release handed over before the drop reached Redis"
+    );
+}
+
 #[test]
 fn an_idle_client_drops_without_waiting_out_the_command_timeout() {
     let server = RedisServer::spawn();
