@@ -212,6 +212,7 @@ impl Election {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "campaign", skip_all, fields(primitive = "election", name = %self.inner.name))]
     pub async fn campaign(&self, value: impl Into<String>) -> Result<Leadership> {
         match self.run_campaign(value.into(), None).await? {
             Some(leadership) => Ok(leadership),
@@ -244,6 +245,7 @@ impl Election {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "try_campaign", skip_all, fields(primitive = "election", name = %self.inner.name, wait = ?wait))]
     pub async fn try_campaign(
         &self,
         value: impl Into<String>,
@@ -276,6 +278,7 @@ impl Election {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "leader", skip_all, fields(primitive = "election", name = %self.inner.name))]
     pub async fn leader(&self) -> Result<Option<Leader>> {
         check_name(&self.inner.name)?;
         let cmd = redis::cmd("HGETALL").arg(&*self.inner.keys.leader).clone();
@@ -667,6 +670,7 @@ impl Leadership {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "resign", skip_all, fields(primitive = "election", term = self.term()))]
     pub async fn resign(self) -> Result<()> {
         self.core.unlock().await
     }
@@ -693,6 +697,7 @@ impl Leadership {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "proclaim", skip_all, fields(primitive = "election", term = self.term()))]
     pub async fn proclaim(&mut self, value: impl Into<String>) -> Result<()> {
         let value = value.into();
         check_value(&value)?;

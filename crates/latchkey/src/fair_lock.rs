@@ -576,6 +576,7 @@ impl FairLock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "queue", skip_all, fields(primitive = "fair_lock", name = %self.inner.name))]
     pub async fn queue(&self) -> Result<Vec<String>> {
         let cmd = redis::cmd("LRANGE")
             .arg(&*self.inner.queue_key)

@@ -661,6 +661,7 @@ macro_rules! lock_reads {
             /// # Ok(())
             /// # }
             /// ```
+            #[tracing::instrument(level = "debug", name = "is_locked", skip_all, fields(name = %self.name()))]
             pub async fn is_locked(&self) -> crate::Result<bool> {
                 crate::guard::Holds::exists(self).await
             }
@@ -686,6 +687,7 @@ macro_rules! lock_reads {
             /// # Ok(())
             /// # }
             /// ```
+            #[tracing::instrument(level = "debug", name = "hold_count", skip_all, fields(name = %self.name()))]
             pub async fn hold_count(&self) -> crate::Result<u64> {
                 crate::guard::Holds::holds(self).await
             }
@@ -711,6 +713,7 @@ macro_rules! lock_reads {
             /// # Ok(())
             /// # }
             /// ```
+            #[tracing::instrument(level = "debug", name = "remaining_lease", skip_all, fields(name = %self.name()))]
             pub async fn remaining_lease(&self) -> crate::Result<Option<std::time::Duration>> {
                 crate::guard::Holds::pttl(self).await
             }

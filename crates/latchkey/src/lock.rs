@@ -611,6 +611,7 @@ impl Lock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "status", skip_all, fields(primitive = "lock", name = %self.inner.name))]
     pub async fn status(&self) -> Result<LockStatus> {
         check_name(&self.inner.name)?;
         let mut invocation = scripts::LOCK_STATUS.prepare_invoke();
@@ -656,6 +657,7 @@ impl Lock {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "lock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let mut invocation = scripts::LOCK_FORCE_UNLOCK.prepare_invoke();
