@@ -34,8 +34,10 @@
 -- not in latchkey's queue and do not heed reservations, get their chance; latchkey waiters
 -- retry after the pause.
 local publish = publish_command(ARGV[5])
-acl_check({'del', 'get', 'hdel', 'hget', 'hset', 'incr', 'pexpire', 'set', 'time', 'type',
-    'zrange', 'zrem'}, publish, {KEYS[2]})
+-- ACL: every key is read before the first write and the commands after it are checked before
+-- it, so a refusal changes nothing. Without waiters the first "write" is the publish, which
+-- changes no key, and no check is needed.
+--
 -- HGET fails on a key of another type before anything is written; a missing key or field is
 -- not ours (nothing changes).
 local held = read('lock key', 'hash', 'hget', KEYS[1], ARGV[3])
@@ -47,34 +49,51 @@ if ARGV[6] ~= '' and try_call('get', KEYS[6]) ~= ARGV[6] then
 end
 local holds = tonumber(held) - 1
 if holds > 0 then
-    redis.call('hset', KEYS[1], ARGV[3], holds)
     -- A grant given back that was re-entered meanwhile leaves the lease as the re-entry set it.
+    if ARGV[6] == '' then
+        acl_check({'pexpire'})
+    end
+    redis.call('hset', KEYS[1], ARGV[3], holds)
     if ARGV[6] == '' then
         redis.call('pexpire', KEYS[1], ARGV[2])
     end
     return holds
 end
-redis.call('del', KEYS[1])
+
+-- Nobody waits in latchkey's queue and no hand-off is under way (the usual case): wake
+-- Redisson's waiters and free the lock.
+if redis.call('exists', KEYS[3], KEYS[5]) == 0 then
+    notify(publish, KEYS[2], ARGV[1])
+    redis.call('del', KEYS[1])
+    return 0
+end
 
 -- The helper keys are only used when they have the expected types: ZRANGE, HGET and GET refuse
--- other types (pcall: the release itself stands), and nothing is written before all are read.
+-- other types (pcall: the release itself stands).
 local head = try_call('zrange', KEYS[3], 0, 0)
 local hand_off = try_call('get', KEYS[5])
 if not head or not head[1] or hand_off == nil or try_call('hget', KEYS[4], head[1]) == nil then
+    notify(publish, KEYS[2], ARGV[1])
+    redis.call('del', KEYS[1])
+    -- DEL again: allowed, as the first was.
     if is_streak(hand_off) then
         redis.call('del', KEYS[5])
     end
-    notify(publish, KEYS[2], ARGV[1])
     return 0
 end
 local now = now_ms()
 local streak = is_streak(hand_off) and tonumber(string.sub(hand_off, 2)) or now
 if now - streak >= tonumber(ARGV[7]) then
     -- The queue stays as it is: its waiters are woken by the "0" and retry after the pause.
-    redis.call('set', KEYS[5], 'p', 'PX', ARGV[8])
+    acl_check({'set'})
     notify(publish, KEYS[2], ARGV[1])
+    redis.call('del', KEYS[1])
+    redis.call('set', KEYS[5], 'p', 'PX', ARGV[8])
     return 0
 end
+-- The first write is the DEL; what may follow is checked before it.
+acl_check({'zrem', 'hdel', 'incr', 'hset', 'pexpire', 'set'}, publish, {KEYS[2]})
+redis.call('del', KEYS[1])
 local next, terms = pick_next(now)
 -- A registration of the releasing owner itself is left over from an acquire of another path:
 -- it takes no grant (the client's other waiters are woken instead).

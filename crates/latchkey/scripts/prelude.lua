@@ -105,6 +105,11 @@ local function try_call(command, key, ...)
         if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
             return nil
         end
+        -- An ACL refusal, named: Redis's own does not say which command it was.
+        if string.find(reply.err, "can't run this command", 1, true) then
+            error({err = "NOPERM this user has no permissions to run the '" .. command
+                .. "' command"})
+        end
         error(reply)
     end
     return reply
