@@ -5,13 +5,15 @@
 --
 -- A registration is "<until>": the client retries on its own until then (server ms), or
 -- "<until>:<seq>:<grant ms>:<owner>": it also takes the lock granted on release, to <owner>
--- for <grant ms>, announced with the registration's <seq> (see lock_release.lua).
+-- for <grant ms>, announced with the registration's <seq> (see lock_release.lua); with
+-- "<seq>c" the client listens on its own grant channel for the lock, and the grant is
+-- announced there.
 
 -- The time until which a registration is live, and its grant terms (nil when it takes none).
 local function registration(value)
-    local live, seq, lease, owner = string.match(value, '^(%d+):(%d+):(%d+):(.+)$')
+    local live, seq, private, lease, owner = string.match(value, '^(%d+):(%d+)(c?):(%d+):(.+)$')
     if live then
-        return tonumber(live), {seq = seq, lease = lease, owner = owner}
+        return tonumber(live), {seq = seq, private = private == 'c', lease = lease, owner = owner}
     end
     return tonumber(value), nil
 end

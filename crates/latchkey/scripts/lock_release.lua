@@ -7,6 +7,7 @@
 -- KEYS[5]  the hand-off key (string: the wake id a free lock is reserved for, or "g<ms>" while
 --          the lock passes from waiter to waiter by grants on release, since server time <ms>)
 -- KEYS[6]  the fencing counter
+-- KEYS[7]  the prefix of the clients' grant channels: "redisson_lock__channel:{<name>}:latchkey:"
 -- ARGV[1]  the unlock message published when the lock is freed ("0", Redisson's UNLOCK_MESSAGE)
 -- ARGV[2]  lease in milliseconds to keep when holds remain
 -- ARGV[3]  owner field
@@ -24,8 +25,11 @@
 --
 -- When the last hold ends and latchkey clients wait, the earliest-arrived live one is picked.
 -- If its registration takes grants, the lock is granted to it at once (a new fencing token,
--- its owner field, its grant lease) and "-<wake id>", "-<token>", "-<seq>" are published in
--- that order: the client's waiter holds the lock without another round trip. Redisson clients
+-- its owner field, its grant lease) and announced: the client's waiter holds the lock without
+-- another round trip. A registration marked for its client's grant channel (KEYS[7] and the
+-- wake id) is announced there as "<token>:<seq>", one message that only that client reads;
+-- otherwise (a client of an earlier version, or a channel the ACL refuses) "-<wake id>",
+-- "-<token>", "-<seq>" are published in that order on the unlock channel. Redisson clients
 -- read them as Java longs that are not theirs (0 or 1) and wait on: the lock is held, so no "0"
 -- follows a grant. Otherwise the free lock is reserved for the picked client for ARGV[4] ms and
 -- its wake id is published, so exactly one client retries instead of all of them, and "0"
@@ -107,9 +111,15 @@ if next and terms then
         redis.call('hset', KEYS[1], terms.owner, 1)
         redis.call('pexpire', KEYS[1], terms.lease)
         redis.call('set', KEYS[5], 'g' .. streak, 'PX', terms.lease)
-        notify(publish, KEYS[2], '-' .. next)
-        notify(publish, KEYS[2], '-' .. token)
-        notify(publish, KEYS[2], '-' .. terms.seq)
+        local own = KEYS[7] .. next
+        local allowed = redis.acl_check_cmd
+        if terms.private and (not allowed or allowed(publish, own, '')) then
+            notify(publish, own, token .. ':' .. terms.seq)
+        else
+            notify(publish, KEYS[2], '-' .. next)
+            notify(publish, KEYS[2], '-' .. token)
+            notify(publish, KEYS[2], '-' .. terms.seq)
+        end
         return 0
     end
 end

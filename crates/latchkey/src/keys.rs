@@ -132,6 +132,11 @@ pub(crate) struct LockKeys {
     pub(crate) alive: Arc<str>,
     /// latchkey's hand-off reservation.
     pub(crate) hand_off: Arc<str>,
+    /// The prefix of the clients' grant channels, `redisson_lock__channel:{name}:latchkey:`: a
+    /// client's is the prefix and its wake id. Under the unlock channel's name, so that an ACL
+    /// that allows `redisson_*` channels allows it, and in its hash slot; Redisson's own
+    /// channels under that name end in a UUID and a thread id, never in `latchkey:<number>`.
+    pub(crate) grants: Arc<str>,
 }
 
 impl LockKeys {
@@ -145,6 +150,10 @@ impl LockKeys {
             queue: key("latchkey_lock_queue"),
             alive: key("latchkey_lock_alive"),
             hand_off: key("latchkey_lock_handoff"),
+            grants: Arc::from(format!(
+                "{}:latchkey:",
+                prefix_name("redisson_lock__channel", &object)
+            )),
             hash: Arc::from(object),
         }
     }

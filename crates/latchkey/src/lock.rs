@@ -200,6 +200,10 @@ struct LockInner {
     queue_key: Arc<str>,
     alive_key: Arc<str>,
     hand_off_key: Arc<str>,
+    /// The prefix of the clients' grant channels (see `LockKeys::grants`).
+    grant_prefix: Arc<str>,
+    /// This client's grant channel for the lock.
+    grant_channel: Arc<str>,
 }
 
 named_debug!(Lock, "owner" => hold.field);
@@ -269,6 +273,7 @@ impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
         let keys = LockKeys::new(client.namespace(), &name);
         let field = client.next_owner();
+        let grant_channel = Arc::from(format!("{}{}", keys.grants, client.inner.wake_id));
         Lock {
             inner: Arc::new(LockInner {
                 client,
@@ -283,6 +288,8 @@ impl Lock {
                 queue_key: keys.queue,
                 alive_key: keys.alive,
                 hand_off_key: keys.hand_off,
+                grant_channel,
+                grant_prefix: keys.grants,
             }),
         }
     }
@@ -345,6 +352,7 @@ impl Lock {
                 let lock = self.clone();
                 Dispose(Arc::new(move |token| lock.give_back_task(token)))
             }),
+            grant_channel: Some(&self.inner.grant_channel),
             site: Some(Site::new(&self.inner.client, "lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
@@ -368,7 +376,10 @@ impl Lock {
                 async move {
                     match handed {
                         Some(guard) => Ok(Attempt::Granted(guard)),
-                        None => self.attempt(lease, turn.park, queue, turn.grant_seq).await,
+                        None => {
+                            let grant = turn.grant_seq.map(|seq| (seq, turn.private_grant));
+                            self.attempt(lease, turn.park, queue, grant).await
+                        }
                     }
                 }
             })
@@ -495,6 +506,7 @@ impl Lock {
         let inner = &self.inner;
         let mut keys = self.queue_keys();
         keys.push(inner.token_key.clone());
+        keys.push(inner.grant_prefix.clone());
         Task::new(
             &scripts::LOCK_RELEASE,
             keys,
@@ -523,10 +535,10 @@ impl Lock {
         lease: Lease,
         park: Duration,
         queue: Queue,
-        grant_seq: Option<u64>,
+        grant: Option<(u64, bool)>,
     ) -> Result<Attempt<LockGuard>> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park, queue, grant_seq).await }).await?
+        detached(async move { lock.attempt_inner(lease, park, queue, grant).await }).await?
     }
 
     async fn attempt_inner(
@@ -534,7 +546,7 @@ impl Lock {
         lease: Lease,
         park: Duration,
         queue: Queue,
-        grant_seq: Option<u64>,
+        grant: Option<(u64, bool)>,
     ) -> Result<Attempt<LockGuard>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
@@ -557,8 +569,9 @@ impl Lock {
                     Queue::NotRegistered => "2",
                 }
                 .to_owned(),
-                grant_seq.map_or_else(String::new, |seq| {
-                    format!("{seq}:{}", grant_lease(park).as_millis())
+                grant.map_or_else(String::new, |(seq, private)| {
+                    let private = if private { "c" } else { "" };
+                    format!("{seq}{private}:{}", grant_lease(park).as_millis())
                 }),
             ]
         };

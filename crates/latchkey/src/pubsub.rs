@@ -120,6 +120,12 @@ struct Channel {
     grant: GrantParse,
     /// This client's registrations that take grants, by sequence number.
     expected: HashMap<u64, Expected>,
+    /// The grant channel of this client for this lock (`<channel>:latchkey:<wake id>`),
+    /// subscribed together with the channel: grants on release to this client's registrations
+    /// are announced there, one message read by this client only, rather than on the shared
+    /// channel that every waiting client (and Redisson) reads. `None` for other primitives, and
+    /// when the server refused it (an ACL narrower than `redisson_*` channels).
+    grant_channel: Option<String>,
     /// The server has confirmed the subscription on the current connection.
     confirmed: bool,
     /// How many times the channel has fallen out of use (its references went to zero). A
@@ -194,6 +200,13 @@ impl Channel {
         Some(expected.dispose.task(token))
     }
 
+    /// A message on this channel's grant channel: `<token>:<seq>`, a grant to this client.
+    fn private_grant(&mut self, payload: &[u8]) -> Option<Task> {
+        let (token, seq) = std::str::from_utf8(payload).ok()?.split_once(':')?;
+        let (token, seq) = (token.parse().ok()?, seq.parse().ok()?);
+        self.granted(seq, token)
+    }
+
     fn deliver(&mut self, payload: &[u8], my_wake_id: &str) -> Option<Task> {
         if self.policy == WakePolicy::Lock {
             if let Some(number) = payload.strip_prefix(b"-") {
@@ -237,6 +250,8 @@ impl Channel {
 #[derive(Debug)]
 struct HubState {
     channels: Mutex<HashMap<String, Channel>>,
+    /// The grant channels in use, each with the channel it belongs to.
+    grant_channels: Mutex<HashMap<String, String>>,
     /// This client's wake id, as published by lock releases.
     wake_id: String,
     /// The next registration number of a registration that takes grants on release.
@@ -250,6 +265,32 @@ impl HubState {
         // A panic while holding this lock cannot leave the map inconsistent (every critical
         // section is a handful of infallible updates), so poisoning is ignored.
         self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn grant_channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.grant_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The channel `name` belongs to: itself, or the channel of the grant channel `name`.
+    fn owner_of(&self, name: &str) -> String {
+        self.grant_channels()
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_owned())
+    }
+
+    /// `channels` and their grant channels: what to subscribe for them.
+    fn with_grant_channels(&self, channels: &[String]) -> Vec<String> {
+        let map = self.channels();
+        let mut all = channels.to_vec();
+        all.extend(
+            channels
+                .iter()
+                .filter_map(|c| map.get(c).and_then(|c| c.grant_channel.clone())),
+        );
+        all
     }
 }
 
@@ -306,6 +347,7 @@ impl Hub {
     ) -> Hub {
         let state = Arc::new(HubState {
             channels: Mutex::new(HashMap::new()),
+            grant_channels: Mutex::new(HashMap::new()),
             wake_id: wake_id.to_string(),
             next_seq: AtomicU64::new(1),
             background,
@@ -341,21 +383,39 @@ impl Hub {
         policy: WakePolicy,
         on_leave: Option<Task>,
     ) -> Result<Subscription> {
+        self.subscribe_with(channel, None, policy, on_leave).await
+    }
+
+    /// [`Hub::subscribe`], with this client's grant channel for `channel` (see
+    /// `Channel::grant_channel`) when it is first subscribed.
+    pub(crate) async fn subscribe_with(
+        &self,
+        channel: &str,
+        grant_channel: Option<&str>,
+        policy: WakePolicy,
+        on_leave: Option<Task>,
+    ) -> Result<Subscription> {
         let slot = Arc::new(Slot::default());
         {
             let mut channels = self.state.channels();
-            let entry = channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| Channel {
+            let entry = channels.entry(channel.to_owned()).or_insert_with(|| {
+                if let Some(grants) = grant_channel {
+                    self.state
+                        .grant_channels()
+                        .insert(grants.to_owned(), channel.to_owned());
+                }
+                Channel {
                     refs: 0,
                     policy,
                     waiters: VecDeque::new(),
                     after_hand_off: false,
                     grant: GrantParse::Idle,
                     expected: HashMap::new(),
+                    grant_channel: grant_channel.map(str::to_owned),
                     confirmed: false,
                     idle_generation: 0,
-                });
+                }
+            });
             entry.refs += 1;
             entry.waiters.push_back(slot.clone());
         }
@@ -484,12 +544,16 @@ impl Subscription {
 
     /// Makes a registration number for a registration that takes grants on release, and
     /// routes the grant announced with it to this waiter. `dispose` gives back a grant that
-    /// comes when this waiter is gone, or that it does not take.
-    pub(crate) fn expect_grant(&mut self, dispose: Dispose) -> u64 {
+    /// comes when this waiter is gone, or that it does not take. Also returns whether the
+    /// client listens on its grant channel for the lock (then the registration asks for its
+    /// grant to be announced there).
+    pub(crate) fn expect_grant(&mut self, dispose: Dispose) -> (u64, bool) {
         let seq = self.state.next_seq.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let mut channels = self.state.channels();
+        let mut private = false;
         if let Some(channel) = channels.get_mut(&self.channel) {
+            private = channel.grant_channel.is_some();
             channel
                 .expected
                 .retain(|_, e| now.saturating_duration_since(e.made) < EXPECTED_FOR);
@@ -503,7 +567,7 @@ impl Subscription {
             );
         }
         self.dispose = Some(dispose);
-        seq
+        (seq, private)
     }
 
     /// The grant on release this waiter got, if any: its registration number and fencing
@@ -667,7 +731,16 @@ impl HubTask {
                     let _ = reply.send(Ok(()));
                     return;
                 }
-                let result = self.subscribe(vec![channel]).await;
+                let result = self.subscribe(vec![channel.clone()]).await;
+                let result = match result {
+                    Err(e) if e.is_permission_denied() && self.drop_grant_channel(&channel) => {
+                        // Refused with its grant channel (an ACL narrower than `redisson_*`
+                        // channels): grants to this client are announced on the channel.
+                        tracing::debug!(channel, "grant channel refused; using the lock's channel");
+                        self.subscribe(vec![channel]).await
+                    }
+                    result => result,
+                };
                 let _ = reply.send(result);
             }
             Command::Reconnect => {
@@ -687,14 +760,31 @@ impl HubTask {
         }
     }
 
-    /// Connects if needed and subscribes to `channels`.
+    /// Forgets the grant channel of `channel`; returns whether it had one.
+    fn drop_grant_channel(&self, channel: &str) -> bool {
+        let grants = self
+            .state
+            .channels()
+            .get_mut(channel)
+            .and_then(|c| c.grant_channel.take());
+        match grants {
+            Some(grants) => {
+                self.state.grant_channels().remove(&grants);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Connects if needed and subscribes to `channels` (and their grant channels).
     async fn subscribe(&mut self, channels: Vec<String>) -> Result<()> {
         let Some(conn) = self.conn.as_mut() else {
             self.connect().await?;
             // `connect` resubscribed every channel in use, these included.
             return Ok(());
         };
-        match tokio::time::timeout(self.command_timeout, conn.subscribe(&channels)).await {
+        let all = self.state.with_grant_channels(&channels);
+        match tokio::time::timeout(self.command_timeout, conn.subscribe(&all)).await {
             Ok(Ok(())) => {
                 let mut map = self.state.channels();
                 for channel in &channels {
@@ -751,7 +841,8 @@ impl HubTask {
             .map(|(name, _)| name.clone())
             .collect();
         if !wanted.is_empty() {
-            match tokio::time::timeout(self.command_timeout, conn.subscribe(&wanted)).await {
+            let all = self.state.with_grant_channels(&wanted);
+            match tokio::time::timeout(self.command_timeout, conn.subscribe(&all)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     return Err(Error::from_redis(
@@ -832,6 +923,8 @@ impl HubTask {
     /// following `MOVED` — and its waiters retry at once, since a release may have been
     /// published while nobody listened.
     fn dropped(&mut self, channel: String) {
+        // A grant channel is the channel's: both are subscribed again.
+        let channel = self.state.owner_of(&channel);
         let mut channels = self.state.channels();
         let Some(entry) = channels.get_mut(&channel) else {
             return;
@@ -891,9 +984,17 @@ impl HubTask {
     }
 
     fn deliver(&self, channel: &str, payload: &[u8]) {
-        let give_back = match self.state.channels().get_mut(channel) {
-            Some(channel) => channel.deliver(payload, &self.state.wake_id),
-            None => None,
+        let owner = self.state.grant_channels().get(channel).cloned();
+        let give_back = match owner {
+            Some(owner) => self
+                .state
+                .channels()
+                .get_mut(&owner)
+                .and_then(|c| c.private_grant(payload)),
+            None => match self.state.channels().get_mut(channel) {
+                Some(channel) => channel.deliver(payload, &self.state.wake_id),
+                None => None,
+            },
         };
         if let Some(task) = give_back {
             let _ = self.state.background.send(task);
@@ -914,9 +1015,16 @@ impl HubTask {
                 .get(&channel)
                 .is_some_and(|c| c.refs == 0 && c.idle_generation == generation)
             {
-                channels.remove(&channel);
-                if self.subscribed.remove(&channel) {
+                let removed = channels.remove(&channel).and_then(|c| c.grant_channel);
+                let subscribed = self.subscribed.remove(&channel);
+                if subscribed {
                     to_drop.push(channel);
+                }
+                if let Some(grants) = removed {
+                    self.state.grant_channels().remove(&grants);
+                    if subscribed {
+                        to_drop.push(grants);
+                    }
                 }
             }
         }

@@ -34,6 +34,7 @@ fn rig() -> Rig {
     let (commands_tx, commands) = mpsc::unbounded_channel();
     let state = Arc::new(HubState {
         channels: Mutex::new(HashMap::new()),
+        grant_channels: Mutex::new(HashMap::new()),
         wake_id: WAKE_ID.to_string(),
         next_seq: std::sync::atomic::AtomicU64::new(1),
         background: background_tx,
@@ -85,6 +86,26 @@ impl Rig {
             }
         };
         let (subscription, ()) = tokio::join!(hub.subscribe(channel, policy, on_leave), confirm);
+        subscription.expect("subscribed")
+    }
+
+    /// [`Rig::subscribe`] of a lock's channel with this client's grant channel `grants`.
+    async fn subscribe_with_grants(&mut self, channel: &str, grants: &str) -> Subscription {
+        let Rig { hub, task, .. } = self;
+        let confirm = async {
+            match task.commands.recv().await {
+                Some(Command::Subscribe { channel, reply }) => {
+                    if let Some(c) = task.state.channels().get_mut(&channel) {
+                        c.confirmed = true;
+                    }
+                    task.subscribed.insert(channel);
+                    reply.send(Ok(())).expect("the subscriber waits");
+                }
+                other => panic!("expected a subscribe command, got {other:?}"),
+            }
+        };
+        let subscribing = hub.subscribe_with(channel, Some(grants), WakePolicy::Lock, None);
+        let (subscription, ()) = tokio::join!(subscribing, confirm);
         subscription.expect("subscribed")
     }
 
@@ -545,8 +566,8 @@ fn give_back() -> super::Dispose {
 async fn a_grant_goes_to_the_waiter_of_its_registration() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 3).await;
-    let _first = w[0].expect_grant(give_back());
-    let second = w[1].expect_grant(give_back());
+    let _first = w[0].expect_grant(give_back()).0;
+    let second = w[1].expect_grant(give_back()).0;
     rig.publish("c", &format!("-{WAKE_ID}"));
     rig.publish("c", "-17");
     rig.publish("c", &format!("-{second}"));
@@ -564,7 +585,7 @@ async fn a_grant_goes_to_the_waiter_of_its_registration() {
 async fn a_grant_to_another_client_wakes_nobody() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let seq = w[0].expect_grant(give_back());
+    let seq = w[0].expect_grant(give_back()).0;
     rig.publish("c", "-99999");
     rig.publish("c", &format!("-{WAKE_ID}"));
     rig.publish("c", &format!("-{seq}"));
@@ -583,8 +604,8 @@ async fn a_grant_to_another_client_wakes_nobody() {
 async fn a_grant_nobody_takes_is_given_back() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let gone = w[0].expect_grant(give_back());
-    let untaken = w[1].expect_grant(give_back());
+    let gone = w[0].expect_grant(give_back()).0;
+    let untaken = w[1].expect_grant(give_back()).0;
     let second = w.pop().expect("two waiters");
     let first = w.pop().expect("two waiters");
     drop(first);
@@ -603,4 +624,45 @@ async fn a_grant_nobody_takes_is_given_back() {
         .try_recv()
         .expect("given back when not taken");
     assert_eq!(task.context, "give back 8");
+}
+
+/// With a grant channel, a registration asks for its grant there; a grant announced there
+/// (`<token>:<seq>`) goes to the waiter of that registration, one for a waiter that gave up is
+/// given back, and messages on the grant channel never wake the lock's other waiters. The
+/// subscription of the lock's channel brings the grant channel with it, and the grant channel
+/// goes when the lock's channel stops being used.
+#[tokio::test(start_paused = true)]
+async fn a_grant_on_the_grant_channel_goes_to_the_waiter_of_its_registration() {
+    let mut rig = rig();
+    let mut first = rig.subscribe_with_grants("c", "c:latchkey:7").await;
+    let mut second = rig.hub.try_join("c", || None).expect("confirmed");
+    assert_eq!(
+        rig.task.state.with_grant_channels(&["c".to_owned()]),
+        ["c", "c:latchkey:7"]
+    );
+    let (gone, private) = first.expect_grant(give_back());
+    assert!(private, "the registration asks for the grant channel");
+    let (seq, _) = second.expect_grant(give_back());
+    rig.publish("c:latchkey:7", &format!("41:{seq}"));
+    assert_eq!(second.take_grant(), Some((seq, 41)));
+    assert!(
+        !first.slot.pending.load(Ordering::Acquire),
+        "nobody else woken"
+    );
+    drop(first);
+    rig.publish("c:latchkey:7", &format!("42:{gone}"));
+    let task = rig.background.try_recv().expect("given back");
+    assert_eq!(task.context, "give back 42");
+    // Malformed or unknown: nothing happens.
+    rig.publish("c:latchkey:7", "x:1");
+    rig.publish("c:latchkey:7", "43:999");
+    assert!(rig.background.try_recv().is_err());
+    drop(second);
+    rig.pump().await;
+    tokio::time::advance(LINGER * 2).await;
+    rig.task.expire_lingering().await;
+    assert!(
+        rig.task.state.grant_channels().is_empty(),
+        "forgotten with the channel"
+    );
 }

@@ -145,13 +145,13 @@ scripts! {
     LATCH_COUNT_DOWN = "latch_count_down.lua";
 
     /// RedLock: take the lock on one node.
-    REDLOCK_ACQUIRE = "redlock_acquire.lua";
+    REDLOCK_ACQUIRE = fast "redlock_acquire.fast.lua", "redlock_acquire.lua";
 
     /// RedLock: raise one node's fencing counter to a quorum hold's token.
     REDLOCK_FENCE = "redlock_fence.lua";
 
     /// RedLock: release the lock on one node.
-    REDLOCK_RELEASE = "redlock_release.lua";
+    REDLOCK_RELEASE = fast "redlock_release.fast.lua", "redlock_release.lua";
 
     /// Offer items to a delayed queue.
     DELAY_OFFER = "delay_offer.lua";

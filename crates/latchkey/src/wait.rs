@@ -72,6 +72,9 @@ pub(crate) struct Turn {
     /// The registration number to take grants on release with, when the waiter takes them
     /// (see [`Waiting::grants`]) and listens on the channel.
     pub(crate) grant_seq: Option<u64>,
+    /// Whether the grant with `grant_seq` is announced on the client's grant channel for the
+    /// lock (see [`Waiting::grant_channel`]) rather than on the shared channel.
+    pub(crate) private_grant: bool,
     /// A grant on release that woke the waiter: the attempt takes it (no script call), or
     /// gives it back if it cannot.
     pub(crate) hand_off: Option<HandOff>,
@@ -101,6 +104,9 @@ pub(crate) struct Waiting<'a> {
     pub(crate) pass_on_unused_wake: bool,
     /// Whether the waiter takes grants on release, and how it gives back one it does not take.
     pub(crate) grants: Option<Dispose>,
+    /// The client's grant channel for the lock, subscribed with the channel: a grant on
+    /// release is announced there, read by this client alone (`pubsub::Channel::grant_channel`).
+    pub(crate) grant_channel: Option<&'a str>,
     /// Where the acquire metrics of this wait are recorded (`latchkey_acquires_total`, …);
     /// `None` records nothing (queue consumers, which have metrics of their own).
     pub(crate) site: Option<Site>,
@@ -118,6 +124,7 @@ impl<'a> Waiting<'a> {
             max_park: MAX_PARK,
             pass_on_unused_wake: false,
             grants: None,
+            grant_channel: None,
             site: None,
         }
     }
@@ -198,19 +205,20 @@ impl<'a> Waiting<'a> {
         loop {
             let subscribed = subscription.is_some();
             let park = self.park(deadline);
-            let grant_seq = match (&mut subscription, &self.grants) {
+            let (grant_seq, private_grant) = match (&mut subscription, &self.grants) {
                 (Some(subscription), Some(dispose)) if hand_off.is_none() => {
-                    let seq = subscription.expect_grant(dispose.clone());
+                    let (seq, private) = subscription.expect_grant(dispose.clone());
                     let now = Instant::now();
                     registrations
                         .retain(|(_, at, _)| now.saturating_duration_since(*at) < REMEMBERED);
                     registrations.push_back((seq, now, park));
-                    Some(seq)
+                    (Some(seq), private)
                 }
-                _ => None,
+                _ => (None, false),
             };
             let turn = Turn {
                 grant_seq,
+                private_grant,
                 hand_off: hand_off.take(),
                 park,
                 subscribed,
@@ -255,7 +263,7 @@ impl<'a> Waiting<'a> {
                 // stalled server is waited through.
                 match self
                     .hub
-                    .subscribe(self.channel, self.policy, on_leave())
+                    .subscribe_with(self.channel, self.grant_channel, self.policy, on_leave())
                     .await
                 {
                     Ok(subscribed) => subscription = Some(subscribed),

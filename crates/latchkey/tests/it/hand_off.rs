@@ -196,8 +196,11 @@ async fn a_grant_to_a_client_that_died_lapses_with_its_short_lease() {
     drop(doomed);
 }
 
+/// A grant to a latchkey client is announced on that client's grant channel, one message
+/// (`<token>:<seq>`) that only it reads: a listener on the lock's channel, as Redisson's, hears
+/// nothing of it, and the lock's unlock message comes when the grantee releases.
 #[tokio::test]
-async fn grant_announcements_are_java_longs_that_redisson_ignores() {
+async fn a_grant_is_announced_on_the_grantees_own_channel_and_redisson_hears_nothing() {
     let server = RedisServer::spawn();
     let conn = server.conn().await;
     let (a, b) = (
@@ -210,43 +213,33 @@ async fn grant_announcements_are_java_longs_that_redisson_ignores() {
     let waiter = tokio::spawn(async move { waiting.lock().await });
     registered_for_grants(&conn, "longs", &owner).await;
 
-    // A listener as Redisson's: every message on the channel is read as a Java long.
     let client = redis::Client::open(server.url()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
     pubsub
-        .subscribe("redisson_lock__channel:{longs}")
+        .psubscribe("redisson_lock__channel:{longs}*")
         .await
         .unwrap();
     let token = held.fencing_token();
     held.unlock().await.unwrap();
     let granted = waiter.await.unwrap().unwrap();
-    let mut messages = Vec::new();
+    assert_eq!(granted.fencing_token(), token + 1);
     let mut stream = pubsub.on_message();
     use futures_util::StreamExt;
-    while messages.len() < 3 {
-        let message = tokio::time::timeout(Duration::from_secs(5), stream.next())
-            .await
-            .expect("the release's messages")
-            .unwrap();
-        messages.push(message.get_payload::<String>().unwrap());
-    }
-    let longs: Vec<i64> = messages
-        .iter()
-        .map(|m| {
-            m.parse()
-                .unwrap_or_else(|_| panic!("{m} is not a Java long"))
-        })
-        .collect();
-    assert_eq!(
-        longs[1],
-        -((token + 1) as i64),
-        "wake id, token, registration: {messages:?}"
-    );
+    let message = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("the grant's announcement")
+        .unwrap();
+    let channel = message.get_channel_name().to_owned();
     assert!(
-        longs.iter().all(|n| *n < 0),
-        "a grant's messages are negative, never Redisson's 0 or 1: {messages:?}"
+        channel.starts_with("redisson_lock__channel:{longs}:latchkey:"),
+        "on the grantee's channel: {channel}"
     );
-    // The lock stays held: no unlock message follows the grant until it is released.
+    let payload: String = message.get_payload().unwrap();
+    assert!(
+        payload.starts_with(&format!("{}:", token + 1)),
+        "token and registration: {payload}"
+    );
+    // The lock stays held: nothing else is published until it is released.
     assert!(
         tokio::time::timeout(Duration::from_millis(200), stream.next())
             .await
@@ -258,6 +251,7 @@ async fn grant_announcements_are_java_longs_that_redisson_ignores() {
         .await
         .expect("the release's unlock message")
         .unwrap();
+    assert_eq!(unlock.get_channel_name(), "redisson_lock__channel:{longs}");
     assert_eq!(unlock.get_payload::<String>().unwrap(), "0");
 }
 
@@ -445,22 +439,25 @@ async fn a_redisson_waiter_gets_the_lock_while_latchkey_clients_pass_it_by_grant
 /// The lock scripts as latchkey sends them (the prelude, the lock's helpers, the script), run
 /// here with EVAL on hand-made states that the races below leave behind.
 const RELEASE: &str = concat!(
+    include_str!("../../scripts/lock_release.fast.lua"),
     include_str!("../../scripts/prelude.lua"),
     include_str!("../../scripts/lock_prelude.lua"),
     include_str!("../../scripts/lock_release.lua"),
 );
 const ACQUIRE: &str = concat!(
+    include_str!("../../scripts/lock_acquire.fast.lua"),
     include_str!("../../scripts/prelude.lua"),
     include_str!("../../scripts/lock_prelude.lua"),
     include_str!("../../scripts/lock_acquire.lua"),
 );
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "raced",
     "redisson_lock__channel:{raced}",
     "latchkey_lock_queue:{raced}",
     "latchkey_lock_alive:{raced}",
     "latchkey_lock_handoff:{raced}",
     "redisson_lock_token:{raced}",
+    "redisson_lock__channel:{raced}:latchkey:",
 ];
 const OWNER: &str = "6f1c0c3e-0000-4000-8000-00000000000a:1";
 const WAKE_ID: &str = "123456789";
@@ -468,7 +465,7 @@ const WAKE_ID: &str = "123456789";
 async fn release(conn: &mut MultiplexedConnection, give_back: Option<u64>) -> i64 {
     redis::cmd("EVAL")
         .arg(RELEASE)
-        .arg(6)
+        .arg(7)
         .arg(&KEYS)
         .arg("0")
         .arg(1)
@@ -568,4 +565,70 @@ async fn an_acquire_that_stays_registered_drops_its_grant_terms() {
         live.to_string(),
         "still registered, without grant terms"
     );
+}
+
+/// A registration that does not ask for its client's grant channel (a client of an earlier
+/// version during a rolling upgrade) is granted as before: announced on the lock's channel as
+/// three negative Java longs (wake id, token, registration), which Redisson's listeners read as
+/// messages that are not theirs (only 0 and 1 are). One that asks is announced on its client's
+/// grant channel alone.
+#[tokio::test]
+async fn a_grant_is_announced_on_the_lock_channel_unless_the_registration_asks_for_its_own() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .psubscribe("redisson_lock__channel:{raced}*")
+        .await
+        .unwrap();
+    let mut stream = pubsub.into_on_message();
+    use futures_util::StreamExt;
+    for (marker, token) in [("", 1), ("c", 2)] {
+        let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let live = seconds * 1000 + 10_000;
+        let _: () = conn.hset("raced", OWNER, 1).await.unwrap();
+        let _: () = conn.zadd(KEYS[2], "222", 1).await.unwrap();
+        let _: () = conn
+            .hset(KEYS[3], "222", format!("{live}:7{marker}:5000:other:1"))
+            .await
+            .unwrap();
+        assert_eq!(release(&mut conn, None).await, 0);
+        let holder: Option<u32> = conn.hget("raced", "other:1").await.unwrap();
+        assert_eq!(holder, Some(1), "granted");
+        let mut messages = Vec::new();
+        let expected = if marker.is_empty() { 3 } else { 1 };
+        while messages.len() < expected {
+            let message = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .expect("the grant's announcement")
+                .unwrap();
+            let payload: String = message.get_payload().unwrap();
+            messages.push((message.get_channel_name().to_owned(), payload));
+        }
+        if marker.is_empty() {
+            let lock_channel = "redisson_lock__channel:{raced}".to_owned();
+            assert_eq!(
+                messages,
+                [
+                    (lock_channel.clone(), "-222".to_owned()),
+                    (lock_channel.clone(), format!("-{token}")),
+                    (lock_channel, "-7".to_owned()),
+                ],
+                "Java longs, negative: never Redisson's 0 or 1"
+            );
+        } else {
+            assert_eq!(
+                messages,
+                [(format!("{}222", KEYS[6]), format!("{token}:7"))]
+            );
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), stream.next())
+                .await
+                .is_err(),
+            "nothing else: {messages:?}"
+        );
+        let _: () = conn.del(&["raced", KEYS[4]]).await.unwrap();
+    }
 }
