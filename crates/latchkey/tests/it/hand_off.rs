@@ -632,3 +632,52 @@ async fn a_grant_is_announced_on_the_lock_channel_unless_the_registration_asks_f
         let _: () = conn.del(&["raced", KEYS[4]]).await.unwrap();
     }
 }
+
+/// Under an ACL that allows the lock's channel but not the clients' grant channels (narrower
+/// than the README's `redisson_*`), a waiter still subscribes (to the lock's channel alone) and
+/// is still granted the lock on release, announced on the lock's channel.
+#[tokio::test]
+async fn a_grant_channel_the_acl_refuses_falls_back_to_the_lock_channel() {
+    let server = RedisServer::spawn();
+    let conn = server.conn().await;
+    server.cmd_sync(&[
+        "ACL",
+        "SETUSER",
+        "narrow",
+        "on",
+        ">secret",
+        "~*",
+        "resetchannels",
+        "&redisson_lock__channel:{narrow}",
+        "+@all",
+    ]);
+    let url = format!("redis://narrow:secret@{}", server.addr());
+    let connect = || async {
+        latchkey::Client::builder(url.clone())
+            .watchdog_timeout(Duration::from_secs(30))
+            .connect()
+            .await
+            .expect("connect")
+    };
+    let (a, b) = (connect().await, connect().await);
+    let held = a.lock("narrow").lock().await.unwrap();
+    let waiting = b.lock("narrow");
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "narrow", &owner).await;
+    let mut c = conn.clone();
+    let registration: Vec<String> = c.hvals("latchkey_lock_alive:{narrow}").await.unwrap();
+    assert!(
+        registration.iter().all(|r| !r.contains("c:")),
+        "no grant channel asked for: {registration:?}"
+    );
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("granted at once, not after a park")
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted.fencing_token(), token + 1, "granted on release");
+    granted.unlock().await.unwrap();
+}
