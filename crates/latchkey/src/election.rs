@@ -7,6 +7,7 @@
 //! [`GuardCore`]. The election's own scripts (`scripts/election_*.lua`) also keep the leader's
 //! value and a short change log that observers read.
 
+use futures_util::FutureExt;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -375,8 +376,10 @@ impl Election {
                 let election = self.clone();
                 let value = value.clone();
                 async move {
-                    detached(async move { election.attempt(&value, turn.park, queue).await })
-                        .await?
+                    detached(
+                        async move { election.attempt(&value, turn.park, queue).await }.boxed(),
+                    )
+                    .await?
                 }
             })
             .await

@@ -1,6 +1,7 @@
 //! The fair lock, compatible with Redisson's `RFairLock`: waiters get the lock in the order they
 //! asked for it, across every client. See [`FairLock`] for the design.
 
+use futures_util::FutureExt;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -454,7 +455,7 @@ impl FairLock {
     /// leaves the queue.
     async fn attempt(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park).await }).await?
+        detached(async move { lock.attempt_inner(lease, park).await }.boxed()).await?
     }
 
     async fn attempt_inner(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {

@@ -1,5 +1,6 @@
 //! The reentrant lock, compatible with Redisson's `RLock`.
 
+use futures_util::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -538,7 +539,9 @@ impl Lock {
         grant: Option<(u64, bool)>,
     ) -> Result<Attempt<LockGuard>> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park, queue, grant).await }).await?
+        // Boxed (as a `dyn Future`, which also keeps the callers' `Send` checks shallow): the
+        // attempt future is large, and a spawned future is moved several times.
+        detached(async move { lock.attempt_inner(lease, park, queue, grant).await }.boxed()).await?
     }
 
     async fn attempt_inner(

@@ -247,9 +247,12 @@ impl Channel {
     }
 }
 
+/// The channels in use, by name: looked up on every acquire (hashed with foldhash, not SipHash).
+type ChannelMap = HashMap<String, Channel, foldhash::fast::RandomState>;
+
 #[derive(Debug)]
 struct HubState {
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: Mutex<ChannelMap>,
     /// The grant channels in use, each with the channel it belongs to.
     grant_channels: Mutex<HashMap<String, String>>,
     /// This client's wake id, as published by lock releases.
@@ -261,7 +264,7 @@ struct HubState {
 }
 
 impl HubState {
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
+    fn channels(&self) -> std::sync::MutexGuard<'_, ChannelMap> {
         // A panic while holding this lock cannot leave the map inconsistent (every critical
         // section is a handful of infallible updates), so poisoning is ignored.
         self.channels.lock().unwrap_or_else(|e| e.into_inner())
@@ -346,7 +349,7 @@ impl Hub {
         shutdown: CancellationToken,
     ) -> Hub {
         let state = Arc::new(HubState {
-            channels: Mutex::new(HashMap::new()),
+            channels: Mutex::new(ChannelMap::default()),
             grant_channels: Mutex::new(HashMap::new()),
             wake_id: wake_id.to_string(),
             next_seq: AtomicU64::new(1),
@@ -447,10 +450,11 @@ impl Hub {
         channel: &str,
         on_leave: impl FnOnce() -> Option<Task>,
     ) -> Option<Subscription> {
-        let slot = Arc::new(Slot::default());
+        let slot;
         {
             let mut channels = self.state.channels();
             let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
+            slot = Arc::new(Slot::default());
             entry.refs += 1;
             entry.waiters.push_back(slot.clone());
         }

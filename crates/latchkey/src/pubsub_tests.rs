@@ -33,7 +33,7 @@ fn rig() -> Rig {
     let (background_tx, background) = mpsc::unbounded_channel();
     let (commands_tx, commands) = mpsc::unbounded_channel();
     let state = Arc::new(HubState {
-        channels: Mutex::new(HashMap::new()),
+        channels: Mutex::new(super::ChannelMap::default()),
         grant_channels: Mutex::new(HashMap::new()),
         wake_id: WAKE_ID.to_string(),
         next_seq: std::sync::atomic::AtomicU64::new(1),

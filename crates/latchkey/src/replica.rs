@@ -585,14 +585,10 @@ impl Replicas {
                 (reply, decision, replicas, wait, acked)
             }
             None => {
-                let mut invocation = call.script.prepare_invoke();
-                for key in call.keys {
-                    invocation.key(*key);
-                }
-                for arg in call.args {
-                    invocation.arg(arg);
-                }
-                return conn.script(&invocation, call.context, call.name).await;
+                let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
+                return conn
+                    .evalsha(call.script, call.keys, &args, call.context, call.name)
+                    .await;
             }
         };
         if decision == Decision::Keep {

@@ -82,14 +82,10 @@ impl Task {
     /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
     /// names the object in errors.
     pub(crate) async fn run<T: redis::FromRedisValue>(&self, conn: &Conn, name: &str) -> Result<T> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in &self.keys {
-            invocation.key(&**key);
-        }
-        for arg in &self.args {
-            invocation.arg(arg);
-        }
-        conn.script(&invocation, self.context, name).await
+        let keys: Vec<&str> = self.keys.iter().map(|k| &**k).collect();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        conn.evalsha(self.script, &keys, &args, self.context, name)
+            .await
     }
 
     /// Runs the script now, in its own task (see [`detached`]): it completes even if the

@@ -134,17 +134,21 @@ pub(crate) struct Registry {
     name_label: bool,
 }
 
+/// The registry's maps: keyed by lock keys and owner fields, hashed on every acquire and
+/// release, where std's SipHash was 7% of a lock+unlock pair's instructions (callgrind).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct State {
     next_gen: u64,
-    held: HashMap<HoldKey, Held>,
+    held: FastMap<HoldKey, Held>,
     /// Every hold's `valid_until` (with its generation, unique), in order: the watchdog finds
     /// the expired holds and the earliest deadline without scanning every hold.
     deadlines: BTreeMap<(Instant, u64), HoldKey>,
     /// Acquire attempts under way, per hold.
-    in_flight: HashMap<HoldKey, u32>,
+    in_flight: FastMap<HoldKey, u32>,
     /// Release scripts sent (or about to be) and not answered yet, per hold.
-    releasing: HashMap<HoldKey, u32>,
+    releasing: FastMap<HoldKey, u32>,
 }
 
 impl State {
