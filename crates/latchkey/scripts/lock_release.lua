@@ -17,6 +17,7 @@
 --          it (the counter has not moved on), for a grant on release that nobody took
 -- ARGV[7]  how long (ms) the lock may pass from waiter to waiter by grants before one release
 --          frees it for others
+-- ARGV[9]  the releasing client's wake id when its client listens on the unlock channel, else ""
 -- ARGV[8]  how long (ms) latchkey waiters then hold back: a Redisson client's retry on the
 --          unlock message wins the free lock if it comes within that time
 --
@@ -33,7 +34,9 @@
 -- read them as Java longs that are not theirs (0 or 1) and wait on: the lock is held, so no "0"
 -- follows a grant. Otherwise the free lock is reserved for the picked client for ARGV[4] ms and
 -- its wake id is published, so exactly one client retries instead of all of them, and "0"
--- follows for Redisson clients; latchkey clients ignore a "0" that follows a wake id. Once grants have passed the lock on for ARGV[7] ms in a row, a release frees it
+-- follows for Redisson clients; latchkey clients ignore a "0" that follows a wake id. Once grants
+-- have passed the lock on for ARGV[7] ms in a row, and the unlock channel has a subscriber that
+-- may not be a latchkey waiter, a release frees it
 -- instead and reserves it for nobody ("p") for ARGV[8] ms, so that Redisson clients, which are
 -- not in latchkey's queue and do not heed reservations, get their chance; latchkey waiters
 -- retry after the pause.
@@ -87,6 +90,40 @@ if not head or not head[1] or hand_off == nil or try_call('hget', KEYS[4], head[
 end
 local now = now_ms()
 local streak = is_streak(hand_off) and tonumber(string.sub(hand_off, 2)) or now
+-- Whether a client that is not a latchkey waiter may wait for the lock (a Redisson client, which
+-- listens on the unlock channel without registering): the channel has more subscribers than
+-- the latchkey clients known to listen (those with a live registration, and the releaser's
+-- client when it listens and is not registered). When it cannot tell (no PUBSUB permission,
+-- an error), it assumes one may.
+local function outsiders_may_wait()
+    local numsub = publish == 'spublish' and 'shardnumsub' or 'numsub'
+    local allowed = redis.acl_check_cmd
+    if allowed and not (allowed('pubsub', numsub, KEYS[2]) and allowed('hgetall', KEYS[4])) then
+        return true
+    end
+    local reply = redis.pcall('pubsub', numsub, KEYS[2])
+    if type(reply) ~= 'table' or reply.err or not reply[2] then
+        return true
+    end
+    local entries = try_call('hgetall', KEYS[4]) or {}
+    local known, releaser_registered = 0, false
+    for i = 1, #entries, 2 do
+        local live = registration(entries[i + 1])
+        if live and live >= now then
+            known = known + 1
+            releaser_registered = releaser_registered or entries[i] == ARGV[9]
+        end
+    end
+    if ARGV[9] ~= '' and not releaser_registered then
+        known = known + 1
+    end
+    return tonumber(reply[2]) > known
+end
+
+if now - streak >= tonumber(ARGV[7]) and not outsiders_may_wait() then
+    -- Only latchkey clients wait (they are served in arrival order): the streak goes on.
+    streak = now
+end
 if now - streak >= tonumber(ARGV[7]) then
     -- The queue stays as it is: its waiters are woken by the "0" and retry after the pause.
     acl_check({'set'})

@@ -415,7 +415,7 @@ impl Inner {
     ///
     /// A plain function returning that future, not an `async fn` around it: one more layer of
     /// future nesting overflows the compiler's trait-solving depth in the crates that await it.
-    pub(crate) fn acquire_script<'a, T: FromRedisValue + 'a>(
+    pub(crate) fn acquire_script<'a, T: FromRedisValue + Send + 'a>(
         &'a self,
         call: AcquireCall<'a>,
         granted: impl FnOnce(&T) -> bool + 'a,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(feature = "sentinel")]
+use futures_util::FutureExt;
 use redis::aio::MultiplexedConnection;
 use redis::aio::{ConnectionLike, ConnectionManager};
 #[cfg(feature = "cluster")]
@@ -446,7 +447,7 @@ impl Conn {
     /// Runs a script (EVALSHA, loading it on NOSCRIPT) within the command timeout.
     ///
     /// `context` says what was being done and `key` names the object, for error messages.
-    pub(crate) async fn script<T: FromRedisValue>(
+    pub(crate) async fn script<T: FromRedisValue + Send>(
         &self,
         invocation: &ScriptInvocation<'_>,
         context: &'static str,
@@ -460,7 +461,7 @@ impl Conn {
     /// timeout, like [`Conn::script`]: the command is built once at its final size, where a
     /// `ScriptInvocation` copies every argument twice and grows its buffers as it goes (about
     /// 60 reallocations per lock+unlock pair, measured with callgrind).
-    pub(crate) async fn evalsha<T: FromRedisValue>(
+    pub(crate) async fn evalsha<T: FromRedisValue + Send>(
         &self,
         script: &redis::Script,
         keys: &[&str],
@@ -486,7 +487,10 @@ impl Conn {
                 }
                 other => other,
             }
-        };
+        }
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        .boxed();
         self.finish(
             tokio::time::timeout(self.timeout, run).await,
             context,
@@ -496,7 +500,7 @@ impl Conn {
     }
 
     /// Like [`Conn::script`] with another timeout.
-    pub(crate) async fn script_within<T: FromRedisValue>(
+    pub(crate) async fn script_within<T: FromRedisValue + Send>(
         &self,
         invocation: &ScriptInvocation<'_>,
         context: &'static str,
@@ -506,7 +510,10 @@ impl Conn {
         let run = async {
             let mut handle = self.handle().await?;
             invocation.invoke_async(&mut handle).await
-        };
+        }
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        .boxed();
         self.finish(
             tokio::time::timeout(timeout, run).await,
             context,
@@ -521,7 +528,7 @@ impl Conn {
     ///
     /// On a cluster the pipeline, and the `SCRIPT LOAD` after a `NOSCRIPT`, go to the primary
     /// that owns the slot of the first key, so that the `WAIT` counts that shard's replicas.
-    pub(crate) async fn script_then_wait<T: FromRedisValue>(
+    pub(crate) async fn script_then_wait<T: FromRedisValue + Send>(
         &self,
         script: &redis::Script,
         keys: &[&str],
@@ -541,7 +548,7 @@ impl Conn {
     /// Sentinel deployment, the address of the primary both ran on (the connection may have
     /// moved to another primary by the time they are answered).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn script_then<T: FromRedisValue, U: FromRedisValue>(
+    pub(crate) async fn script_then<T: FromRedisValue + Send, U: FromRedisValue + Send>(
         &self,
         script: &redis::Script,
         keys: &[&str],
@@ -583,7 +590,10 @@ impl Conn {
                 other => other?,
             };
             Ok((first, then, ran_on))
-        };
+        }
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        .boxed();
         self.finish(
             tokio::time::timeout(timeout, run).await,
             context,
@@ -593,7 +603,7 @@ impl Conn {
     }
 
     /// Runs one command within the command timeout.
-    pub(crate) async fn query<T: FromRedisValue>(
+    pub(crate) async fn query<T: FromRedisValue + Send>(
         &self,
         cmd: &Cmd,
         context: &'static str,
@@ -635,7 +645,7 @@ impl Conn {
 
     /// Runs one command within the command timeout on the primary that owns `slot` (on a
     /// cluster; elsewhere on the one primary).
-    pub(crate) async fn query_on_slot<T: FromRedisValue>(
+    pub(crate) async fn query_on_slot<T: FromRedisValue + Send>(
         &self,
         slot: u16,
         cmd: &Cmd,
@@ -645,7 +655,7 @@ impl Conn {
         self.query_routed(Some(slot), cmd, context, key).await
     }
 
-    async fn query_routed<T: FromRedisValue>(
+    async fn query_routed<T: FromRedisValue + Send>(
         &self,
         slot: Option<u16>,
         cmd: &Cmd,
@@ -655,7 +665,10 @@ impl Conn {
         let run = async {
             let mut handle = self.handle_for_slot(slot).await?;
             cmd.query_async(&mut handle).await
-        };
+        }
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        .boxed();
         self.finish(
             tokio::time::timeout(self.timeout, run).await,
             context,

@@ -103,7 +103,7 @@ pub(crate) trait Holds: Send + Sync + 'static {
     }
 
     /// One read-only command on the lock, within the command timeout (the name checked first).
-    async fn read<T: redis::FromRedisValue>(
+    async fn read<T: redis::FromRedisValue + Send>(
         &self,
         cmd: &redis::Cmd,
         context: &'static str,

@@ -287,7 +287,7 @@ impl CountDownLatch {
 
     /// Runs one of the latch's scripts: KEYS are the count and the channel, ARGV `args` and the
     /// publish command.
-    async fn script<T: redis::FromRedisValue>(
+    async fn script<T: redis::FromRedisValue + Send>(
         &self,
         script: &'static redis::Script,
         args: &[&str],

@@ -520,6 +520,15 @@ impl Lock {
                 token.map(|t| t.to_string()).unwrap_or_default(),
                 MAX_GRANT_STREAK.as_millis().to_string(),
                 GRANT_PAUSE.as_millis().to_string(),
+                // For telling Redisson's waiters from latchkey's at the end of a streak. Not
+                // for a give-back: it is made under the hub's lock (when a grant comes for a
+                // waiter that is gone), which `listens` takes; "" only makes the end of a
+                // streak more careful.
+                if token.is_none() && inner.client.inner.hub.listens(&inner.channel) {
+                    inner.client.inner.wake_id.to_string()
+                } else {
+                    String::new()
+                },
             ],
             context,
         )

@@ -488,6 +488,14 @@ impl Hub {
         self.state.channels().len()
     }
 
+    /// Whether this client listens on `channel` now (subscribed, or lingering after use).
+    pub(crate) fn listens(&self, channel: &str) -> bool {
+        self.state
+            .channels()
+            .get(channel)
+            .is_some_and(|c| c.confirmed)
+    }
+
     /// How many local waiters are queued on `channel`.
     pub(crate) fn waiters_on(&self, channel: &str) -> usize {
         self.state

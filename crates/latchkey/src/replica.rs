@@ -485,7 +485,7 @@ impl Replicas {
     /// `undo()` returns — the primitive's release of exactly what was just granted — is run,
     /// and the acquire fails with [`Error::NotReplicated`]. Callers run this inside their
     /// detached attempt task, so the undo completes even if the caller goes away.
-    pub(crate) async fn acquire_script<T: FromRedisValue>(
+    pub(crate) async fn acquire_script<T: FromRedisValue + Send>(
         &self,
         conn: &Conn,
         follow: &Follow,

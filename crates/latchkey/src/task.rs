@@ -81,7 +81,11 @@ impl Task {
 
     /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`
     /// names the object in errors.
-    pub(crate) async fn run<T: redis::FromRedisValue>(&self, conn: &Conn, name: &str) -> Result<T> {
+    pub(crate) async fn run<T: redis::FromRedisValue + Send>(
+        &self,
+        conn: &Conn,
+        name: &str,
+    ) -> Result<T> {
         let keys: Vec<&str> = self.keys.iter().map(|k| &**k).collect();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         conn.evalsha(self.script, &keys, &args, self.context, name)

@@ -269,6 +269,13 @@ async fn a_streak_of_grants_ends_with_a_release_that_frees_the_lock() {
     let owner = waiting.owner_id().to_owned();
     let waiter = tokio::spawn(async move { waiting.lock().await });
     registered_for_grants(&conn, "streak", &owner).await;
+    // A listener that is no latchkey waiter (as a Redisson client's) may want the lock.
+    let outsider = redis::Client::open(server.url()).unwrap();
+    let mut outsider = outsider.get_async_pubsub().await.unwrap();
+    outsider
+        .subscribe("redisson_lock__channel:{streak}")
+        .await
+        .unwrap();
     // The lock has passed by grants for a second (since server time 1 s ago): the next
     // release frees it instead.
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
@@ -295,6 +302,63 @@ async fn a_streak_of_grants_ends_with_a_release_that_frees_the_lock() {
         after.as_deref().is_none_or(|r| !r.starts_with('g')),
         "the streak ended: {after:?}"
     );
+    got.unlock().await.unwrap();
+    drop(outsider);
+}
+
+/// When every listener on the unlock channel is a latchkey client (registered, or the
+/// releaser's), nobody else can be waiting: a streak of grants goes on past its second.
+#[tokio::test]
+async fn a_streak_of_grants_goes_on_when_only_latchkey_clients_listen() {
+    let server = RedisServer::spawn();
+    let mut conn = server.conn().await;
+    let (a, b) = (
+        granting_client(&server).await,
+        granting_client(&server).await,
+    );
+    load_scripts(&a).await;
+    // The releaser's client listens too (a waiter of its own subscribed, and left).
+    let first = a.lock("long-streak").lock().await.unwrap();
+    let queued = a.lock("long-streak");
+    let queued_owner = queued.owner_id().to_owned();
+    let early = tokio::spawn(async move { queued.lock().await });
+    registered_for_grants(&conn, "long-streak", &queued_owner).await;
+    first.unlock().await.unwrap();
+    let held = early.await.unwrap().unwrap();
+    let waiting = b.lock("long-streak");
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(&conn, "long-streak", &owner).await;
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let streak_start = seconds * 1000 + micros / 1000 - 1000;
+    let _: () = conn
+        .set_ex(
+            "latchkey_lock_handoff:{long-streak}",
+            format!("g{streak_start}"),
+            30,
+        )
+        .await
+        .unwrap();
+    let calls_before = server.command_calls("evalsha");
+    let token = held.fencing_token();
+    held.unlock().await.unwrap();
+    let got = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        server.command_calls("evalsha") - calls_before,
+        1,
+        "granted on release: no acquire of the waiter's own"
+    );
+    assert_eq!(got.fencing_token(), token + 1);
+    let after: Option<String> = conn
+        .get("latchkey_lock_handoff:{long-streak}")
+        .await
+        .unwrap();
+    let restarted: u64 = after
+        .as_deref()
+        .and_then(|r| r.strip_prefix('g'))
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("the streak goes on: {after:?}"));
+    assert!(restarted > streak_start, "counted from this grant");
     got.unlock().await.unwrap();
 }
 
@@ -475,6 +539,7 @@ async fn release(conn: &mut MultiplexedConnection, give_back: Option<u64>) -> i6
         .arg(give_back.map(|t| t.to_string()).unwrap_or_default())
         .arg(1000)
         .arg(10)
+        .arg("")
         .query_async(conn)
         .await
         .unwrap()
@@ -668,7 +733,9 @@ async fn a_grant_channel_the_acl_refuses_falls_back_to_the_lock_channel() {
     let mut c = conn.clone();
     let registration: Vec<String> = c.hvals("latchkey_lock_alive:{narrow}").await.unwrap();
     assert!(
-        registration.iter().all(|r| !r.contains("c:")),
+        registration
+            .iter()
+            .all(|r| r.split(':').nth(1).is_some_and(|seq| !seq.ends_with('c'))),
         "no grant channel asked for: {registration:?}"
     );
     let token = held.fencing_token();
