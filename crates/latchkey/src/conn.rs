@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-#[cfg(feature = "sentinel")]
 use futures_util::FutureExt;
+#[cfg(feature = "sentinel")]
 use redis::aio::MultiplexedConnection;
 use redis::aio::{ConnectionLike, ConnectionManager};
 #[cfg(feature = "cluster")]
