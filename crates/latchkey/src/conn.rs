@@ -511,8 +511,7 @@ impl Conn {
             let mut handle = self.handle().await?;
             invocation.invoke_async(&mut handle).await
         }
-        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
-        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        // Boxed: see `Conn::evalsha`.
         .boxed();
         self.finish(
             tokio::time::timeout(timeout, run).await,
@@ -591,8 +590,7 @@ impl Conn {
             };
             Ok((first, then, ran_on))
         }
-        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
-        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        // Boxed: see `Conn::evalsha`.
         .boxed();
         self.finish(
             tokio::time::timeout(timeout, run).await,
@@ -666,8 +664,7 @@ impl Conn {
             let mut handle = self.handle_for_slot(slot).await?;
             cmd.query_async(&mut handle).await
         }
-        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
-        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
+        // Boxed: see `Conn::evalsha`.
         .boxed();
         self.finish(
             tokio::time::timeout(self.timeout, run).await,

@@ -7,11 +7,11 @@
 //! [`GuardCore`]. The election's own scripts (`scripts/election_*.lua`) also keep the leader's
 //! value and a short change log that observers read.
 
-use futures_util::FutureExt;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::Stream;
 use tokio::time::Instant;
 

@@ -1,12 +1,12 @@
 //! The fair lock, compatible with Redisson's `RFairLock`: waiters get the lock in the order they
 //! asked for it, across every client. See [`FairLock`] for the design.
 
-use futures_util::FutureExt;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use crate::client::Client;

@@ -1,9 +1,9 @@
 //! The reentrant lock, compatible with Redisson's `RLock`.
 
-use futures_util::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use crate::client::Client;

@@ -72,25 +72,23 @@ impl Rig {
         policy: WakePolicy,
         on_leave: Option<Task>,
     ) -> Subscription {
-        let Rig { hub, task, .. } = self;
-        let confirm = async {
-            match task.commands.recv().await {
-                Some(Command::Subscribe { channel, reply }) => {
-                    if let Some(c) = task.state.channels().get_mut(&channel) {
-                        c.confirmed = true;
-                    }
-                    task.subscribed.insert(channel);
-                    reply.send(Ok(())).expect("the subscriber waits");
-                }
-                other => panic!("expected a subscribe command, got {other:?}"),
-            }
-        };
-        let (subscription, ()) = tokio::join!(hub.subscribe(channel, policy, on_leave), confirm);
-        subscription.expect("subscribed")
+        self.subscribe_with(channel, None, policy, on_leave).await
     }
 
     /// [`Rig::subscribe`] of a lock's channel with this client's grant channel `grants`.
     async fn subscribe_with_grants(&mut self, channel: &str, grants: &str) -> Subscription {
+        self.subscribe_with(channel, Some(grants), WakePolicy::Lock, None)
+            .await
+    }
+
+    /// `Hub::subscribe_with`, confirmed as by [`Rig::subscribe`].
+    async fn subscribe_with(
+        &mut self,
+        channel: &str,
+        grants: Option<&str>,
+        policy: WakePolicy,
+        on_leave: Option<Task>,
+    ) -> Subscription {
         let Rig { hub, task, .. } = self;
         let confirm = async {
             match task.commands.recv().await {
@@ -104,7 +102,7 @@ impl Rig {
                 other => panic!("expected a subscribe command, got {other:?}"),
             }
         };
-        let subscribing = hub.subscribe_with(channel, Some(grants), WakePolicy::Lock, None);
+        let subscribing = hub.subscribe_with(channel, grants, policy, on_leave);
         let (subscription, ()) = tokio::join!(subscribing, confirm);
         subscription.expect("subscribed")
     }

@@ -51,6 +51,35 @@ async fn registered_for_grants(conn: &MultiplexedConnection, name: &str, owner: 
     );
 }
 
+/// Makes the lock's hand-off key say that grants have passed the lock on since a second ago
+/// (server time), as a streak that is due to end; returns its start (server ms).
+async fn streak_since_a_second_ago(conn: &mut MultiplexedConnection, hand_off_key: &str) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let streak_start = seconds * 1000 + micros / 1000 - 1000;
+    let _: () = conn
+        .set_ex(hand_off_key, format!("g{streak_start}"), 30)
+        .await
+        .unwrap();
+    streak_start
+}
+
+/// A waiter of `client` for the lock `name`, spawned, once it is registered to take grants:
+/// its owner id and its task.
+async fn registered_waiter(
+    client: &Client,
+    conn: &MultiplexedConnection,
+    name: &str,
+) -> (
+    String,
+    tokio::task::JoinHandle<latchkey::Result<latchkey::LockGuard>>,
+) {
+    let waiting = client.lock(name);
+    let owner = waiting.owner_id().to_owned();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    registered_for_grants(conn, name, &owner).await;
+    (owner, waiter)
+}
+
 #[tokio::test]
 async fn a_release_grants_the_lock_to_the_waiter_without_another_acquire() {
     let server = RedisServer::spawn();
@@ -61,10 +90,7 @@ async fn a_release_grants_the_lock_to_the_waiter_without_another_acquire() {
     );
     load_scripts(&a).await;
     let held = a.lock("handed").lock().await.unwrap();
-    let waiting = b.lock("handed");
-    let owner = waiting.owner_id().to_owned();
-    let waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "handed", &owner).await;
+    let (owner, waiter) = registered_waiter(&b, &conn, "handed").await;
 
     let calls_before = server.command_calls("evalsha");
     let token = held.fencing_token();
@@ -109,14 +135,8 @@ async fn a_grant_to_a_waiter_that_gave_up_is_given_back_at_once() {
     let held = a.lock("given-back").lock().await.unwrap();
     // Two waiters of one client: the client stays in the queue when the first gives up, and
     // its registration is the last one made, the quitter's.
-    let stayer = b.lock("given-back");
-    let stayer_owner = stayer.owner_id().to_owned();
-    let stays = tokio::spawn(async move { stayer.lock().await });
-    registered_for_grants(&conn, "given-back", &stayer_owner).await;
-    let quitter = b.lock("given-back");
-    let quitter_owner = quitter.owner_id().to_owned();
-    let quits = tokio::spawn(async move { quitter.lock().await });
-    registered_for_grants(&conn, "given-back", &quitter_owner).await;
+    let (stayer_owner, stays) = registered_waiter(&b, &conn, "given-back").await;
+    let (quitter_owner, quits) = registered_waiter(&b, &conn, "given-back").await;
     quits.abort();
     assert!(quits.await.unwrap_err().is_cancelled());
 
@@ -161,10 +181,7 @@ async fn a_grant_to_a_client_that_died_lapses_with_its_short_lease() {
     // while waiting, without leaving the queue.
     let proxy = FaultProxy::start(&server.addr());
     let doomed = granting_client(&proxy.url()).await;
-    let waiting = doomed.lock("dead-grantee");
-    let owner = waiting.owner_id().to_owned();
-    let _waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "dead-grantee", &owner).await;
+    let (owner, _waiter) = registered_waiter(&doomed, &conn, "dead-grantee").await;
     proxy.refuse(true);
     proxy.drop_connections();
 
@@ -208,10 +225,7 @@ async fn a_grant_is_announced_on_the_grantees_own_channel_and_redisson_hears_not
         granting_client(&server).await,
     );
     let held = a.lock("longs").lock().await.unwrap();
-    let waiting = b.lock("longs");
-    let owner = waiting.owner_id().to_owned();
-    let waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "longs", &owner).await;
+    let (_, waiter) = registered_waiter(&b, &conn, "longs").await;
 
     let client = redis::Client::open(server.url()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
@@ -265,10 +279,7 @@ async fn a_streak_of_grants_ends_with_a_release_that_frees_the_lock() {
     );
     load_scripts(&a).await;
     let held = a.lock("streak").lock().await.unwrap();
-    let waiting = b.lock("streak");
-    let owner = waiting.owner_id().to_owned();
-    let waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "streak", &owner).await;
+    let (_, waiter) = registered_waiter(&b, &conn, "streak").await;
     // A listener that is no latchkey waiter (as a Redisson client's) may want the lock.
     let outsider = redis::Client::open(server.url()).unwrap();
     let mut outsider = outsider.get_async_pubsub().await.unwrap();
@@ -278,16 +289,7 @@ async fn a_streak_of_grants_ends_with_a_release_that_frees_the_lock() {
         .unwrap();
     // The lock has passed by grants for a second (since server time 1 s ago): the next
     // release frees it instead.
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let streak_start = seconds * 1000 + micros / 1000 - 1000;
-    let _: () = conn
-        .set_ex(
-            "latchkey_lock_handoff:{streak}",
-            format!("g{streak_start}"),
-            30,
-        )
-        .await
-        .unwrap();
+    streak_since_a_second_ago(&mut conn, "latchkey_lock_handoff:{streak}").await;
     let calls_before = server.command_calls("evalsha");
     let token = held.fencing_token();
     held.unlock().await.unwrap();
@@ -319,26 +321,12 @@ async fn a_streak_of_grants_goes_on_when_only_latchkey_clients_listen() {
     load_scripts(&a).await;
     // The releaser's client listens too (a waiter of its own subscribed, and left).
     let first = a.lock("long-streak").lock().await.unwrap();
-    let queued = a.lock("long-streak");
-    let queued_owner = queued.owner_id().to_owned();
-    let early = tokio::spawn(async move { queued.lock().await });
-    registered_for_grants(&conn, "long-streak", &queued_owner).await;
+    let (_, early) = registered_waiter(&a, &conn, "long-streak").await;
     first.unlock().await.unwrap();
     let held = early.await.unwrap().unwrap();
-    let waiting = b.lock("long-streak");
-    let owner = waiting.owner_id().to_owned();
-    let waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "long-streak", &owner).await;
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let streak_start = seconds * 1000 + micros / 1000 - 1000;
-    let _: () = conn
-        .set_ex(
-            "latchkey_lock_handoff:{long-streak}",
-            format!("g{streak_start}"),
-            30,
-        )
-        .await
-        .unwrap();
+    let (_, waiter) = registered_waiter(&b, &conn, "long-streak").await;
+    let streak_start =
+        streak_since_a_second_ago(&mut conn, "latchkey_lock_handoff:{long-streak}").await;
     let calls_before = server.command_calls("evalsha");
     let token = held.fencing_token();
     held.unlock().await.unwrap();
@@ -726,10 +714,7 @@ async fn a_grant_channel_the_acl_refuses_falls_back_to_the_lock_channel() {
     };
     let (a, b) = (connect().await, connect().await);
     let held = a.lock("narrow").lock().await.unwrap();
-    let waiting = b.lock("narrow");
-    let owner = waiting.owner_id().to_owned();
-    let waiter = tokio::spawn(async move { waiting.lock().await });
-    registered_for_grants(&conn, "narrow", &owner).await;
+    let (_, waiter) = registered_waiter(&b, &conn, "narrow").await;
     let mut c = conn.clone();
     let registration: Vec<String> = c.hvals("latchkey_lock_alive:{narrow}").await.unwrap();
     assert!(
