@@ -450,8 +450,8 @@ impl FairLock {
         Ok(granted)
     }
 
-    /// One acquire script call, run in its own task: if the caller is gone when the answer
-    /// comes, the guard or queue entry it carries is dropped there, which releases the hold or
+    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
+    /// guard or queue entry it carries is dropped in the task that finishes the call, which releases the hold or
     /// leaves the queue.
     async fn attempt(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
         let lock = self.clone();

@@ -5,8 +5,8 @@
 //! A guard is a ticket in the client's hold registry (which the watchdog renews and which fires
 //! `lost`), a lease, a fencing token and the primitive's release script. Releasing it — with
 //! `unlock()` or by dropping it — first tells the registry (so no renewal outlives the release),
-//! then runs the release script: in its own task for `unlock()`, on the client's background
-//! task for a drop, which never blocks.
+//! then runs the release script: detached for `unlock()` (finished in a task of its own if the
+//! caller goes away), on the client's background task for a drop, which never blocks.
 
 use std::fmt;
 use std::future::Future;
@@ -328,8 +328,8 @@ impl<H: Holds> GuardCore<H> {
         Site::new(self.held.client(), primitive, self.held.name())
     }
 
-    /// Releases the hold and waits for Redis to confirm it; the release runs in its own task,
-    /// so it completes if this future is dropped. Runs in an `unlock` span.
+    /// Releases the hold and waits for Redis to confirm it; the release runs detached, so it
+    /// completes if this future is dropped. Runs in an `unlock` span.
     pub(crate) fn unlock(self) -> impl Future<Output = Result<()>> + Send {
         let primitive = metrics::primitive_of_kind(self.held.hold().kind);
         let span = metrics::span(Op::Unlock, primitive, self.held.name(), None);

@@ -534,9 +534,9 @@ impl Lock {
         )
     }
 
-    /// One acquire script call, run in its own task so that a caller who goes away cannot strand
-    /// a hold: if the caller is gone when the answer comes, the guard is dropped there, which
-    /// releases the hold.
+    /// One acquire script call, run detached (see [`detached`]) so that a caller who goes away
+    /// cannot strand a hold: if the caller is gone when the answer comes, the guard is dropped
+    /// in the task that finishes the call, which releases the hold.
     ///
     /// `park` is how long the caller will wait before its next attempt if this one fails (zero:
     /// it will not wait); `queue` is what a grant does to the client's place in the wait queue.

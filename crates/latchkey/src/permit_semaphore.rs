@@ -671,8 +671,8 @@ impl PermitSemaphore {
         tracing::Instrument::instrument(acquire, span).await
     }
 
-    /// One acquire script call, run in its own task: if the caller is gone when the answer
-    /// comes, the guard is dropped there, which gives the permits back.
+    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
+    /// guard is dropped in the task that finishes the call, which gives the permits back.
     async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let semaphore = self.clone();
         detached(Box::pin(
@@ -876,8 +876,8 @@ impl LeasedPermits {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it completes still gives the permits back: the release runs in
-    /// its own task.
+    /// Dropping the future before it completes still gives the permits back: the release then
+    /// finishes in a task of its own.
     ///
     /// # Errors
     ///

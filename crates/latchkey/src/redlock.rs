@@ -517,7 +517,7 @@ impl RedLock {
     /// # Cancel safety
     ///
     /// Cancel safe. Dropping the future leaves nothing locked and no renewal behind: an attempt
-    /// in flight completes in its own task, and a hold it got is released on every node by the
+    /// in flight completes in a task of its own, and a hold it got is released on every node by the
     /// clients' background tasks.
     ///
     /// # Errors
@@ -772,8 +772,8 @@ impl RedLock {
         }
     }
 
-    /// One attempt on every node (but those skipped, see [`RedLock::nodes_to_ask`]); run in its
-    /// own task by [`RedLock::acquire`]. `earlier` are nodes where earlier attempts of the same
+    /// One attempt on every node (but those skipped, see [`RedLock::nodes_to_ask`]); run detached
+    /// by [`RedLock::acquire`] (it finishes in a task of its own if the caller goes away). `earlier` are nodes where earlier attempts of the same
     /// acquire may have left a hold.
     async fn attempt(&self, owner: Arc<str>, lease: Lease, earlier: Vec<usize>) -> Result<Attempt> {
         let inner = &self.inner;
@@ -1235,7 +1235,7 @@ impl RedLockGuard {
     /// # Cancel safety
     ///
     /// Dropping the future before it completes still releases the lock on those nodes: the
-    /// releases run in their own task.
+    /// releases finish in a task of their own.
     ///
     /// # Errors
     ///

@@ -514,8 +514,8 @@ impl Semaphore {
         tracing::Instrument::instrument(acquire, span).await
     }
 
-    /// One acquire script call, run in its own task: if the caller is gone when the answer
-    /// comes, the guard is dropped there, which gives the permits back.
+    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
+    /// guard is dropped in the task that finishes the call, which gives the permits back.
     async fn attempt(&self, n: u32) -> Result<Attempt<Permits>> {
         let semaphore = self.clone();
         detached(Box::pin(async move { semaphore.attempt_inner(n).await })).await?
@@ -610,8 +610,8 @@ impl Permits {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it completes still gives the permits back: the release runs
-    /// in its own task.
+    /// Dropping the future before it completes still gives the permits back: the release then
+    /// finishes in a task of its own.
     ///
     /// # Errors
     ///

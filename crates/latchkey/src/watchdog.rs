@@ -149,6 +149,9 @@ struct State {
     in_flight: FastMap<HoldKey, u32>,
     /// Release scripts sent (or about to be) and not answered yet, per hold.
     releasing: FastMap<HoldKey, u32>,
+    /// When the watchdog loop's current sleep ends (`None` before it first sleeps): a grant
+    /// whose deadline comes later needs no wake-up, the loop sees it when it wakes.
+    wakes_at: Option<Instant>,
 }
 
 impl State {
@@ -333,11 +336,11 @@ impl Registry {
         let mut state = self.state();
         state.next_gen += 1;
         let gen = state.next_gen;
-        // The watchdog sleeps until the earliest deadline (or its next tick): it needs waking
-        // only when this grant's comes before that.
-        let poke = state
-            .earliest()
-            .is_none_or(|earliest| valid_until < earliest);
+        // The watchdog sleeps until the earliest deadline or its next tick, whichever comes
+        // first: it needs waking only when this grant's deadline comes before that. A
+        // watchdog-lease grant (deadline a whole watchdog timeout away) usually comes after
+        // the next tick, so the usual acquire wakes nothing.
+        let poke = state.wakes_at.is_none_or(|at| valid_until < at);
         if holds > 1 {
             if let Some(held) = state.held.get_mut(&key) {
                 held.guards += 1;
@@ -494,9 +497,26 @@ impl Registry {
 
     /// Loses every hold whose lease has run out by `now`; returns the earliest deadline left.
     fn expire(&self, now: Instant) -> Option<Instant> {
+        self.expire_in(&mut self.state(), now)
+    }
+
+    /// Loses every hold whose lease has run out by `now` and returns when the watchdog loop
+    /// must wake next: at the earliest deadline left or at `tick`, whichever comes first. Until
+    /// then, only a grant with an earlier deadline wakes it (see `acquired_until`).
+    fn sleep_until(&self, now: Instant, tick: Instant) -> Instant {
+        // One critical section: a grant recorded between computing the wake-up and publishing
+        // it would see the loop's previous wake-up and might not wake it.
+        let mut state = self.state();
+        let wake = self
+            .expire_in(&mut state, now)
+            .map_or(tick, |d| d.min(tick));
+        state.wakes_at = Some(wake);
+        wake
+    }
+
+    fn expire_in(&self, state: &mut State, now: Instant) -> Option<Instant> {
         // One critical section: a grant that extends a hold between finding it expired and
         // losing it would otherwise be lost with it. Only the expired holds are visited.
-        let mut state = self.state();
         while let Some(entry) = state.deadlines.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -614,8 +634,7 @@ async fn renew_loop(
 ) {
     let mut next_tick = Instant::now() + period;
     loop {
-        let earliest = registry.expire(Instant::now());
-        let wake_at = earliest.map_or(next_tick, |d| d.min(next_tick));
+        let wake_at = registry.sleep_until(Instant::now(), next_tick);
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => return,

@@ -492,8 +492,19 @@ async fn a_reentry_resets_the_lease_to_the_new_grants() {
 async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
     let registry = Registry::new();
     let fixed = |secs| Lease::Fixed(Duration::from_secs(secs));
+    let start = Instant::now();
+    // The loop's next tick in this test.
+    let tick = start + Duration::from_secs(8);
     grant(&registry, &hold("a"), 1, fixed(10));
-    assert!(poked(&registry).await, "the first deadline wakes the loop");
+    assert!(
+        poked(&registry).await,
+        "before the loop first sleeps, a grant wakes it"
+    );
+    assert_eq!(
+        registry.sleep_until(Instant::now(), tick),
+        tick,
+        "the loop sleeps until its tick, which comes before a's deadline"
+    );
     // Thousands of later deadlines: the loop sleeps on, no scan, no wake-up.
     for i in 0..5_000 {
         grant(&registry, &hold(&format!("later{i}")), 1, fixed(20));
@@ -502,16 +513,37 @@ async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
         !poked(&registry).await,
         "later deadlines do not wake the loop"
     );
+    // The usual acquire: a watchdog lease, a whole watchdog timeout away.
+    grant(&registry, &hold("watched"), 1, Lease::Watchdog);
+    assert!(
+        !poked(&registry).await,
+        "a watchdog lease ends after the tick: it does not wake the loop"
+    );
+    let b_granted = Instant::now();
     grant(&registry, &hold("b"), 1, fixed(5));
     assert!(poked(&registry).await, "an earlier deadline wakes it");
+    assert_eq!(
+        registry.sleep_until(Instant::now(), tick),
+        b_granted + Duration::from_secs(5),
+        "the loop then sleeps until b's deadline"
+    );
+    grant(&registry, &hold("c"), 1, fixed(6));
+    assert!(
+        !poked(&registry).await,
+        "a deadline after the new wake-up does not wake it"
+    );
     // A re-entry that shortens the hold's lease counts as well.
     grant(&registry, &hold("b"), 2, fixed(1));
     assert!(poked(&registry).await, "a shorter re-entry wakes it");
-    assert_eq!(registry.len(), 5_002);
+    assert_eq!(registry.len(), 5_004);
     // The expired holds are found in deadline order, without scanning the others.
     tokio::time::advance(Duration::from_secs(10)).await;
     let earliest = registry.expire(Instant::now());
-    assert_eq!(registry.len(), 5_000, "a (10 s) and b (1 s) expired");
+    assert_eq!(
+        registry.len(),
+        5_001,
+        "a (10 s), b (1 s) and c (6 s) expired"
+    );
     assert!(earliest.is_some_and(|at| at > Instant::now()));
 }
 

@@ -476,12 +476,12 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         .await
     }
 
-    /// One `pop`, in its own task: if the caller is gone when the item arrives, dropping the
-    /// [`Popped`] there puts the item back.
+    /// One `pop`, run detached: if the caller is gone when the item arrives, dropping the
+    /// [`Popped`] in the task that finishes the call puts the item back.
     async fn pop_once(&self) -> Result<Option<T>> {
         let core = self.core.clone();
         let codec = self.codec.clone();
-        let popped = crate::task::detached(async move {
+        let popped = crate::task::detached(Box::pin(async move {
             let Some([id, payload, due]) = take_script::<3>(&core, "pop", 0).await? else {
                 return Ok(None);
             };
@@ -506,17 +506,17 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     Err(e)
                 }
             }
-        })
+        }))
         .await??;
         Ok(popped.map(Popped::into_item))
     }
 
-    /// One `claim`, in its own task: if the caller is gone when the item arrives, dropping the
-    /// [`Delivery`] there releases it.
+    /// One `claim`, run detached: if the caller is gone when the item arrives, dropping the
+    /// [`Delivery`] in the task that finishes the call releases it.
     async fn claim_once(&self, visibility_ms: u64) -> Result<Option<Delivery<T>>> {
         let core = self.core.clone();
         let codec = self.codec.clone();
-        crate::task::detached(async move {
+        crate::task::detached(Box::pin(async move {
             let Some([id, payload, attempt, due]) =
                 take_script::<4>(&core, "claim", visibility_ms).await?
             else {
@@ -553,7 +553,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     Err(e)
                 }
             }
-        })
+        }))
         .await?
     }
 
@@ -1027,7 +1027,7 @@ impl<T> Delivery<T> {
         let core = self.core.clone();
         let id = self.id.clone();
         let span = core.span(Op::Ack, None);
-        let acked = crate::task::detached(tracing::Instrument::instrument(
+        let acked = crate::task::detached(Box::pin(tracing::Instrument::instrument(
             async move {
                 let keys = &core.keys;
                 let mut invocation = QUEUE_ACK.prepare_invoke();
@@ -1058,7 +1058,7 @@ impl<T> Delivery<T> {
                 })
             },
             span.clone(),
-        ))
+        )))
         .await?;
         if acked.is_err() {
             span.record("outcome", "error");
@@ -1138,8 +1138,11 @@ impl<T> Delivery<T> {
                 Nack::NotOwned
             })
         };
-        let released =
-            crate::task::detached(tracing::Instrument::instrument(releasing, span.clone())).await?;
+        let released = crate::task::detached(Box::pin(tracing::Instrument::instrument(
+            releasing,
+            span.clone(),
+        )))
+        .await?;
         span.record(
             "outcome",
             match &released {

@@ -404,7 +404,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
         check_name(&self.core.name)?;
         let core = self.core.clone();
         let id = id.clone();
-        crate::task::detached(async move {
+        crate::task::detached(Box::pin(async move {
             let mut invocation = DELAY_REMOVE.prepare_invoke();
             invocation
                 .key(&*core.keys.delayed)
@@ -418,7 +418,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
                 .script(&invocation, "removing from a delayed queue", &core.name)
                 .await?;
             Ok(removed == 1)
-        })
+        }))
         .await?
     }
 

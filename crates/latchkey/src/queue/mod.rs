@@ -194,12 +194,12 @@ impl Core {
     }
 
     /// Sends offers in batches of at most [`OFFER_BATCH`] items and [`OFFER_BATCH_BYTES`]
-    /// bytes, one script call each, in order. Runs in its own task: once called, every batch
-    /// is sent even if the caller goes away.
+    /// bytes, one script call each, in order. Runs detached: once polled, every batch is sent
+    /// even if the caller goes away (the rest finishes in a task of its own).
     pub(crate) async fn offer(self: &Arc<Core>, when: When, offers: Vec<Offer>) -> Result<()> {
         let core = self.clone();
         let span = self.span(Op::Offer, None);
-        let sent = crate::task::detached(tracing::Instrument::instrument(
+        let sent = crate::task::detached(Box::pin(tracing::Instrument::instrument(
             async move {
                 let mut start = 0;
                 while start < offers.len() {
@@ -218,7 +218,7 @@ impl Core {
                 Ok(())
             },
             span.clone(),
-        ))
+        )))
         .await?;
         span.record("outcome", if sent.is_ok() { "offered" } else { "error" });
         sent

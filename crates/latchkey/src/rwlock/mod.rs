@@ -384,12 +384,15 @@ impl RwLock {
         Ok(granted)
     }
 
-    /// One acquire script call, run in its own task: if the caller is gone when the answer
-    /// comes, the guard or pending mark it carries is dropped there, which releases the hold or
+    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
+    /// guard or pending mark it carries is dropped in the task that finishes the call, which releases the hold or
     /// clears the mark.
     async fn attempt(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {
         let rw = self.clone();
-        detached(async move { rw.attempt_inner(side, lease, park).await }).await?
+        detached(Box::pin(async move {
+            rw.attempt_inner(side, lease, park).await
+        }))
+        .await?
     }
 
     async fn attempt_inner(&self, side: Side, lease: Lease, park: Duration) -> Result<RwAttempt> {

@@ -265,12 +265,23 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
     let mut completed = 0;
     // Drop the future after 0, 10, 20, … µs: some drops land before the script is sent, some
     // while it runs, some after it answered.
+    let conn = server.conn().await;
     for step in 0..150u64 {
         if let Ok(guard) = tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await
         {
             completed += 1;
             drop(guard.unwrap());
         }
+        // Before the next attempt (which would take a stranded hold of its own handle over):
+        // whatever the cancelled attempt was granted is released.
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let mut conn = conn.clone();
+                async move { !conn.exists::<_, bool>("cancel-race").await.unwrap() }
+            })
+            .await,
+            "step {step}: nothing is left held ({completed} completed)"
+        );
     }
     let b = client(&server).await;
     let got = b
@@ -282,6 +293,62 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
         got.is_some(),
         "every hold was released ({completed} completed)"
     );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let a = a.clone();
+            async move { a.tracked_lock_count() == 0 }
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_unlock_at_any_point_releases_exactly_its_own_hold() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let conn = server.conn().await;
+    let lock = a.lock("unlock-race");
+    let outer = lock.lock().await.unwrap();
+    let mut finished = 0;
+    // Drop the `unlock()` of a re-entered hold after 0, 10, 20, … µs: some drops land before
+    // the release is sent, some while it runs, some after it answered. Each must take away
+    // exactly one hold, never the outer one and never two.
+    for step in 0..150u64 {
+        let inner = lock.lock().await.unwrap();
+        if tokio::time::timeout(Duration::from_micros(step * 10), inner.unlock())
+            .await
+            .is_ok()
+        {
+            finished += 1;
+        }
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let mut conn = conn.clone();
+                let owner = lock.owner_id().to_owned();
+                async move {
+                    let holds: Option<u64> = conn.hget("unlock-race", owner).await.unwrap();
+                    holds == Some(1)
+                }
+            })
+            .await,
+            "step {step}: the re-entered hold is released, the outer one kept ({finished} finished)"
+        );
+    }
+    // Not one cancelled release took the outer hold away.
+    outer.unlock().await.unwrap();
+    // The last hold: a cancelled unlock still frees the lock, whenever it is cancelled.
+    for step in 0..100u64 {
+        let guard = lock.lock().await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_micros(step * 10), guard.unlock()).await;
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let mut conn = conn.clone();
+                async move { !conn.exists::<_, bool>("unlock-race").await.unwrap() }
+            })
+            .await,
+            "step {step}: the lock is free"
+        );
+    }
     assert!(
         eventually(Duration::from_secs(5), || {
             let a = a.clone();
