@@ -52,7 +52,7 @@ pub(crate) fn detached<T: Send + 'static>(work: BoxFuture<'static, T>) -> Detach
 pub(crate) struct Detached<T: Send + 'static> {
     /// `None` once `work` has finished.
     work: Option<BoxFuture<'static, T>>,
-    /// The runtime of the first poll (`None` before it): where an unfinished `work` goes when
+    /// The runtime of the first poll (`None` before it, or outside one): where an unfinished `work` goes when
     /// this future is dropped.
     runtime: Option<tokio::runtime::Handle>,
     span: tracing::Span,
@@ -69,12 +69,9 @@ impl<T: Send + 'static> Future for Detached<T> {
             return Poll::Ready(Err(Error::Closed));
         };
         if this.runtime.is_none() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => this.runtime = Some(runtime),
-                // Outside a runtime nothing could finish `work` if the caller went away, and
-                // the drivers under it need one anyway.
-                Err(_) => return Poll::Ready(Err(Error::Closed)),
-            }
+            // Outside a runtime, `work`'s drivers panic with Tokio's own message, as a spawn
+            // would have.
+            this.runtime = tokio::runtime::Handle::try_current().ok();
         }
         let output = ready!(work.as_mut().poll(cx));
         this.work = None;
