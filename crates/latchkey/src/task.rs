@@ -52,8 +52,8 @@ pub(crate) fn detached<T: Send + 'static>(work: BoxFuture<'static, T>) -> Detach
 pub(crate) struct Detached<T: Send + 'static> {
     /// `None` once `work` has finished.
     work: Option<BoxFuture<'static, T>>,
-    /// The runtime of the first poll (`None` before it, or outside one): where an unfinished `work` goes when
-    /// this future is dropped.
+    /// The runtime of the first poll (`None` before it, or outside one): where an unfinished
+    /// `work` goes when this future is dropped.
     runtime: Option<tokio::runtime::Handle>,
     span: tracing::Span,
 }

@@ -143,8 +143,10 @@ async fn redis_cpu(url: &str) -> Result<f64> {
 /// Redis commands of the `contended` workload.
 #[derive(Clone, Debug, Serialize)]
 pub struct Commands {
-    /// Commands clients sent, per critical section.
+    /// Commands clients sent, per critical section, health-check PINGs aside.
     pub per_section: f64,
+    /// Health-check PINGs sent in the window (they come with time, not with sections).
+    pub health_checks: u64,
     /// Commands clients sent, by name (see `commands.rs` for how they are told apart).
     pub client_sent: Calls,
     /// Every `INFO commandstats` delta, commands run inside scripts included.
@@ -806,7 +808,10 @@ fn render(report: &Report) -> String {
     };
     let cmds = |r: Option<&Run>| {
         r.and_then(|r| r.commands.as_ref())
-            .map_or(String::new(), |c| format!("{:.2}", c.per_section))
+            .map_or(String::new(), |c| match c.health_checks {
+                0 => format!("{:.2}", c.per_section),
+                n => format!("{:.2} (+{n} PING)", c.per_section),
+            })
     };
     let counter = |r: Option<&Run>| {
         r.and_then(|r| r.counter.as_ref())
