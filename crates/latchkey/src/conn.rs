@@ -6,10 +6,13 @@
 //! (the driver's cluster connection, which follows MOVED/ASK/TRYAGAIN). Sentinel and Cluster are
 //! compiled with the `sentinel` and `cluster` features; without them those variants do not exist.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 #[cfg(feature = "sentinel")]
 use redis::aio::MultiplexedConnection;
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -476,7 +479,10 @@ impl Conn {
         for part in keys.iter().chain(args) {
             cmd.arg(*part);
         }
-        let run = async {
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit),
+        // and kept `Sync` (see `boxed_sync`).
+        let run = boxed_sync(async {
             let mut handle = self.handle().await?;
             match cmd.query_async(&mut handle).await {
                 Err(e)
@@ -487,10 +493,7 @@ impl Conn {
                 }
                 other => other,
             }
-        }
-        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
-        // caller's future type (auto-trait checks of those overflowed the compiler's limit).
-        .boxed();
+        });
         self.finish(
             tokio::time::timeout(self.timeout, run).await,
             context,
@@ -507,12 +510,11 @@ impl Conn {
         key: &str,
         timeout: Duration,
     ) -> Result<T> {
-        let run = async {
+        // Boxed: see `Conn::evalsha`.
+        let run = boxed_sync(async {
             let mut handle = self.handle().await?;
             invocation.invoke_async(&mut handle).await
-        }
-        // Boxed: see `Conn::evalsha`.
-        .boxed();
+        });
         self.finish(
             tokio::time::timeout(timeout, run).await,
             context,
@@ -570,7 +572,8 @@ impl Conn {
         let slot = keys.first().map(|k| key_slot(k.as_bytes()));
         #[cfg(not(feature = "cluster"))]
         let slot = None;
-        let run = async {
+        // Boxed: see `Conn::evalsha`.
+        let run = boxed_sync(async {
             let (mut handle, ran_on) = match &self.backend {
                 #[cfg(feature = "sentinel")]
                 Backend::Sentinel(s) => {
@@ -589,9 +592,7 @@ impl Conn {
                 other => other?,
             };
             Ok((first, then, ran_on))
-        }
-        // Boxed: see `Conn::evalsha`.
-        .boxed();
+        });
         self.finish(
             tokio::time::timeout(timeout, run).await,
             context,
@@ -660,12 +661,11 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<T> {
-        let run = async {
+        // Boxed: see `Conn::evalsha`.
+        let run = boxed_sync(async {
             let mut handle = self.handle_for_slot(slot).await?;
             cmd.query_async(&mut handle).await
-        }
-        // Boxed: see `Conn::evalsha`.
-        .boxed();
+        });
         self.finish(
             tokio::time::timeout(self.timeout, run).await,
             context,
@@ -697,5 +697,28 @@ impl Conn {
                 Err(Error::Timeout { timeout, context })
             }
         }
+    }
+}
+
+/// `work` boxed as a `dyn Future + Send` that is also `Sync`, as the futures of the public API
+/// are (tokio's are too): a `dyn Future + Send` is not `Sync`, so the box sits in a mutex that
+/// is reached only through `&mut self` (`Mutex::get_mut`: no locking).
+pub(crate) fn boxed_sync<'a, T>(work: impl Future<Output = T> + Send + 'a) -> SyncBoxed<'a, T> {
+    SyncBoxed(std::sync::Mutex::new(Box::pin(work)))
+}
+
+/// The future of [`boxed_sync`].
+pub(crate) struct SyncBoxed<'a, T>(std::sync::Mutex<BoxFuture<'a, T>>);
+
+impl<T> Future for SyncBoxed<'_, T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let work = self
+            .get_mut()
+            .0
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner());
+        work.as_mut().poll(cx)
     }
 }

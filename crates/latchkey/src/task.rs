@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
@@ -34,13 +34,16 @@ use crate::error::{Error, Result};
 /// Polling in place, rather than spawning `work` at once, saves the usual operation a task, its
 /// join handle and two scheduler hops (about a sixth of the client's instructions per
 /// lock+unlock pair, measured with callgrind); only a cancelled operation pays for a spawn.
+/// Like any future, `work` makes progress only while it is polled: a caller that keeps a
+/// started operation without polling it holds up its answer (and a hold it was granted, which
+/// the watchdog learns of only then). A panic in `work` reaches the caller.
 ///
 /// `work` is boxed (a `dyn Future`), so the caller's future type does not nest `work`'s
 /// (deeply nested driver futures would otherwise overflow the compiler's layout depth limit in
 /// the crates that await our futures).
 pub(crate) fn detached<T: Send + 'static>(work: BoxFuture<'static, T>) -> Detached<T> {
     Detached {
-        work: Some(work),
+        work: Mutex::new(Some(work)),
         runtime: None,
         // The operation's span: what `work` records lands there, also once it is spawned.
         span: tracing::Span::current(),
@@ -50,8 +53,10 @@ pub(crate) fn detached<T: Send + 'static>(work: BoxFuture<'static, T>) -> Detach
 /// The future of [`detached`].
 #[must_use = "futures do nothing unless polled"]
 pub(crate) struct Detached<T: Send + 'static> {
-    /// `None` once `work` has finished.
-    work: Option<BoxFuture<'static, T>>,
+    /// `None` once `work` has finished. In a mutex only to keep this future `Sync` (as the join
+    /// handle it replaced was): it is reached through `&mut self` alone (`Mutex::get_mut`, no
+    /// locking), except by `Debug`.
+    work: Mutex<Option<BoxFuture<'static, T>>>,
     /// The runtime of the first poll (`None` before it, or outside one): where an unfinished
     /// `work` goes when this future is dropped.
     runtime: Option<tokio::runtime::Handle>,
@@ -63,7 +68,10 @@ impl<T: Send + 'static> Future for Detached<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
         let this = self.get_mut();
-        let Some(work) = this.work.as_mut() else {
+        // Out of `self` while it is polled: if `work` panics, it is dropped with the unwinding
+        // stack instead of being spawned again by our drop.
+        let slot = this.work.get_mut().unwrap_or_else(|e| e.into_inner());
+        let Some(mut work) = slot.take() else {
             // Polled after it finished: a bug of ours, reported as a closed client rather
             // than a panic in the caller's task.
             return Poll::Ready(Err(Error::Closed));
@@ -73,15 +81,24 @@ impl<T: Send + 'static> Future for Detached<T> {
             // would have.
             this.runtime = tokio::runtime::Handle::try_current().ok();
         }
-        let output = ready!(work.as_mut().poll(cx));
-        this.work = None;
-        Poll::Ready(Ok(output))
+        match work.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Ok(output)),
+            Poll::Pending => {
+                *this.work.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(work);
+                Poll::Pending
+            }
+        }
     }
 }
 
 impl<T: Send + 'static> Drop for Detached<T> {
     fn drop(&mut self) {
-        if let (Some(work), Some(runtime)) = (self.work.take(), self.runtime.take()) {
+        let work = self
+            .work
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let (Some(work), Some(runtime)) = (work, self.runtime.take()) {
             // Spawning never blocks; on a runtime that is shutting down the task is dropped
             // unrun, as every other task there.
             drop(runtime.spawn(tracing::Instrument::instrument(
@@ -95,7 +112,10 @@ impl<T: Send + 'static> Drop for Detached<T> {
 impl<T: Send + 'static> fmt::Debug for Detached<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Detached")
-            .field("finished", &self.work.is_none())
+            .field(
+                "finished",
+                &self.work.try_lock().map(|work| work.is_none()).ok(),
+            )
             .field("started", &self.runtime.is_some())
             .finish()
     }

@@ -2,8 +2,8 @@
 //! until a message or the hint the attempt gave (the holder's remaining lease), within the
 //! deadline; wait through Redis stalls; hand a wake-up that was no use on.
 //!
-//! A primitive supplies its attempt (one script call, run in a detached task so that a dropped
-//! caller strands nothing) and says what an answer means with [`Attempt`]; everything else —
+//! A primitive supplies its attempt (one script call, run detached so that a dropped caller
+//! strands nothing: see `task::detached`) and says what an answer means with [`Attempt`]; everything else —
 //! the order of subscribing and retrying that keeps a release from going unnoticed, how long
 //! to park, when to give up — is here, once.
 

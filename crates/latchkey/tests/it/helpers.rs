@@ -2,6 +2,7 @@
 //! something in the background, retrying through a failover, and reading a server directly.
 
 use std::future::Future;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use latchkey::{Client, ClientBuilder};
@@ -55,6 +56,22 @@ pub async fn client(at: &(impl Endpoint + ?Sized)) -> Client {
         .connect()
         .await
         .expect("connect")
+}
+
+/// Polls `operation` `polls` times, yielding to the runtime between polls (so that its I/O
+/// moves on), then drops it unless it finished: its output if it did. `polls == 0` drops it
+/// before it is ever polled. Cancellation tests sweep `polls` to drop an operation before its
+/// script is sent, while it is in flight and after it answered, without relying on timers.
+pub async fn poll_then_drop<F: Future>(operation: F, polls: usize) -> Option<F::Output> {
+    let mut operation = std::pin::pin!(operation);
+    for _ in 0..polls {
+        let polled = std::future::poll_fn(|cx| Poll::Ready(operation.as_mut().poll(cx))).await;
+        if let Poll::Ready(output) = polled {
+            return Some(output);
+        }
+        tokio::task::yield_now().await;
+    }
+    None
 }
 
 /// The client of the queue tests: [`builder`] with the default watchdog timeout (a queue

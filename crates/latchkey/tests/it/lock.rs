@@ -8,7 +8,7 @@ use latchkey::{Client, Error, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, eventually, numsub};
+use crate::helpers::{builder, client, eventually, numsub, poll_then_drop};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_of_4_clients_by_4_tasks() {
@@ -257,20 +257,34 @@ async fn a_dropped_waiting_future_leaves_nothing_behind() {
     );
 }
 
+/// A client whose holds outlive every check below: a hold a cancelled operation stranded would
+/// stay for 30 s, so only a real release clears the key within the checks' 5 s.
+async fn long_lease_client(server: &RedisServer) -> Client {
+    builder(server)
+        .watchdog_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
     let server = RedisServer::spawn();
-    let a = client(&server).await;
+    let a = long_lease_client(&server).await;
+    let conn = server.conn().await;
     let lock = a.lock("cancel-race");
     let mut completed = 0;
-    // Drop the future after 0, 10, 20, … µs: some drops land before the script is sent, some
-    // while it runs, some after it answered.
-    let conn = server.conn().await;
-    for step in 0..150u64 {
-        if let Ok(guard) = tokio::time::timeout(Duration::from_micros(step * 10), lock.lock()).await
-        {
+    // Drop the future after 0, 1, 2, … polls (more sparsely further on): before it is polled
+    // at all, before the script is sent, while it is in flight; until three in a row finished.
+    let (mut polls, mut in_a_row) = (0, 0);
+    while in_a_row < 3 {
+        assert!(polls < 1_000_000, "an acquire never finished");
+        if let Some(guard) = poll_then_drop(lock.lock(), polls).await {
             completed += 1;
+            in_a_row += 1;
             drop(guard.unwrap());
+        } else {
+            in_a_row = 0;
         }
         // Before the next attempt (which would take a stranded hold of its own handle over):
         // whatever the cancelled attempt was granted is released.
@@ -280,8 +294,9 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
                 async move { !conn.exists::<_, bool>("cancel-race").await.unwrap() }
             })
             .await,
-            "step {step}: nothing is left held ({completed} completed)"
+            "after {polls} polls: nothing is left held ({completed} completed)"
         );
+        polls += 1 + polls / 16;
     }
     let b = client(&server).await;
     let got = b
@@ -289,10 +304,7 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
         .try_lock(Duration::from_secs(10))
         .await
         .unwrap();
-    assert!(
-        got.is_some(),
-        "every hold was released ({completed} completed)"
-    );
+    assert!(got.is_some(), "every hold was released");
     assert!(
         eventually(Duration::from_secs(5), || {
             let a = a.clone();
@@ -305,21 +317,24 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_unlock_at_any_point_releases_exactly_its_own_hold() {
     let server = RedisServer::spawn();
-    let a = client(&server).await;
+    let a = long_lease_client(&server).await;
     let conn = server.conn().await;
     let lock = a.lock("unlock-race");
     let outer = lock.lock().await.unwrap();
     let mut finished = 0;
-    // Drop the `unlock()` of a re-entered hold after 0, 10, 20, … µs: some drops land before
-    // the release is sent, some while it runs, some after it answered. Each must take away
-    // exactly one hold, never the outer one and never two.
-    for step in 0..150u64 {
+    // Drop the `unlock()` of a re-entered hold after 0, 1, 2, … polls: before it is polled,
+    // while the release is in flight, after it answered. Each must take away exactly one hold,
+    // never the outer one and never two.
+    let (mut polls, mut in_a_row) = (0, 0);
+    while in_a_row < 3 {
+        assert!(polls < 1_000_000, "an unlock never finished");
         let inner = lock.lock().await.unwrap();
-        if tokio::time::timeout(Duration::from_micros(step * 10), inner.unlock())
-            .await
-            .is_ok()
-        {
+        if let Some(released) = poll_then_drop(inner.unlock(), polls).await {
+            released.unwrap();
             finished += 1;
+            in_a_row += 1;
+        } else {
+            in_a_row = 0;
         }
         assert!(
             eventually(Duration::from_secs(5), || {
@@ -331,23 +346,33 @@ async fn cancelling_an_unlock_at_any_point_releases_exactly_its_own_hold() {
                 }
             })
             .await,
-            "step {step}: the re-entered hold is released, the outer one kept ({finished} finished)"
+            "after {polls} polls: the re-entered hold is released, the outer one kept ({finished} finished)"
         );
+        polls += 1 + polls / 16;
     }
     // Not one cancelled release took the outer hold away.
     outer.unlock().await.unwrap();
     // The last hold: a cancelled unlock still frees the lock, whenever it is cancelled.
-    for step in 0..100u64 {
+    let (mut polls, mut in_a_row) = (0, 0);
+    while in_a_row < 3 {
+        assert!(polls < 1_000_000, "an unlock never finished");
         let guard = lock.lock().await.unwrap();
-        let _ = tokio::time::timeout(Duration::from_micros(step * 10), guard.unlock()).await;
+        match poll_then_drop(guard.unlock(), polls).await {
+            Some(released) => {
+                released.unwrap();
+                in_a_row += 1;
+            }
+            None => in_a_row = 0,
+        }
         assert!(
             eventually(Duration::from_secs(5), || {
                 let mut conn = conn.clone();
                 async move { !conn.exists::<_, bool>("unlock-race").await.unwrap() }
             })
             .await,
-            "step {step}: the lock is free"
+            "after {polls} polls: the lock is free"
         );
+        polls += 1 + polls / 16;
     }
     assert!(
         eventually(Duration::from_secs(5), || {

@@ -8,6 +8,7 @@
 mod helpers;
 
 mod acl;
+mod auto_traits;
 mod bad_input;
 mod blocking;
 mod blocking_queue;
