@@ -419,6 +419,7 @@ impl Lock {
             &inner.name,
             1,
             Lease::Watchdog,
+            hand_off.registered_at,
             valid_until,
             Arc::new(LockRenewal {
                 key: inner.hold.key.clone(),

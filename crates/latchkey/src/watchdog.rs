@@ -122,6 +122,12 @@ struct Held {
     /// The user-visible name, for logs.
     name: Arc<str>,
     renewal: Arc<dyn Renewal>,
+    /// Recorded from a re-entry (Redis counted more than one hold) with no entry before it:
+    /// the fresh grant under it may still be on its way (two attempts of one owner whose
+    /// answers are handled in the other order), and joins this entry when it comes.
+    awaiting_first: bool,
+    /// When this entry was recorded.
+    recorded_at: Instant,
 }
 
 /// The holds of one client (see the module docs).
@@ -318,17 +324,27 @@ impl Registry {
             Lease::Watchdog => watchdog_timeout,
             Lease::Fixed(d) => d,
         };
-        self.acquired_until(key, name, holds, lease, sent_at + lease_len, renewal)
+        self.acquired_until(
+            key,
+            name,
+            holds,
+            lease,
+            sent_at,
+            sent_at + lease_len,
+            renewal,
+        )
     }
 
-    /// Records a hold whose lease is known to last until `valid_until` (see
-    /// [`Registry::acquired`]).
+    /// Records a hold granted by a script sent at `sent_at` whose lease is known to last until
+    /// `valid_until` (see [`Registry::acquired`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquired_until(
         &self,
         key: HoldKey,
         name: &str,
         holds: u64,
         lease: Lease,
+        sent_at: Instant,
         valid_until: Instant,
         renewal: Arc<dyn Renewal>,
     ) -> Ticket {
@@ -357,6 +373,25 @@ impl Registry {
                 return ticket;
             }
         }
+        if holds == 1 {
+            // The fresh grant under a re-entry that was recorded first: sent before that entry
+            // was recorded, it ran in Redis before the re-entry (which counted it). It is one
+            // more guard of the same hold, not a newer hold replacing a lost one.
+            if let Some(held) = state
+                .held
+                .get_mut(&key)
+                .filter(|held| held.awaiting_first && sent_at < held.recorded_at)
+            {
+                held.awaiting_first = false;
+                held.guards += 1;
+                held.watchdog_guards += watchdog;
+                // The re-entry's deadline stays: its script ran later, and set the lease.
+                return Ticket {
+                    gen: held.gen,
+                    lost: held.lost.clone(),
+                };
+            }
+        }
         let held = Held {
             gen,
             guards: 1,
@@ -365,6 +400,8 @@ impl Registry {
             lost: CancellationToken::new(),
             name: Arc::from(name),
             renewal,
+            awaiting_first: holds > 1,
+            recorded_at: Instant::now(),
         };
         let ticket = Ticket {
             gen,

@@ -64,6 +64,71 @@ fn is_stale(release: &Release) -> bool {
     matches!(release, Release::Stale)
 }
 
+/// Records a grant of `key` that Redis answered with `holds`, for a script sent at `sent_at`.
+fn grant_sent_at(registry: &Registry, key: &HoldKey, holds: u64, sent_at: Instant) -> Ticket {
+    registry.acquired(
+        key.clone(),
+        &key.key,
+        holds,
+        Lease::Watchdog,
+        WATCHDOG,
+        sent_at,
+        Arc::new(LockRenewal {
+            key: key.key.clone(),
+            field: key.field.clone(),
+        }),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fresh_grant_handled_after_the_re_entry_it_was_counted_in_joins_it() {
+    // Two attempts of one owner (a cancelled one finishing in its own task, and the next):
+    // Redis ran the first (1 hold), then the second (2 holds), but the second's answer is
+    // recorded first.
+    let (registry, key) = fresh();
+    let first_sent = Instant::now();
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let second_sent = Instant::now();
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let second = grant_sent_at(&registry, &key, 2, second_sent);
+    let first = grant_sent_at(&registry, &key, 1, first_sent);
+    assert_eq!(first.gen, second.gen, "one hold, two guards");
+    assert!(
+        !second.lost.is_cancelled(),
+        "the re-entry is not taken for lost"
+    );
+    assert_eq!(registry.len(), 1);
+    assert!(
+        !release_one(&registry, &key, &first, Lease::Watchdog).1,
+        "the first release leaves the other hold"
+    );
+    assert!(
+        release_one(&registry, &key, &second, Lease::Watchdog).1,
+        "the second frees the lock: no hold is left in redis"
+    );
+    assert_eq!(registry.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fresh_grant_sent_after_a_re_entry_was_recorded_replaces_it() {
+    // The owner's hold vanished from Redis (forced unlock) after a re-entry was recorded; a
+    // grant sent later is a new hold, and the old guards are lost.
+    let (registry, key) = fresh();
+    let reentry = grant_sent_at(&registry, &key, 2, Instant::now());
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let fresh_grant = grant_sent_at(&registry, &key, 1, Instant::now());
+    assert_ne!(fresh_grant.gen, reentry.gen);
+    assert!(reentry.lost.is_cancelled(), "the old hold is lost");
+    assert!(!fresh_grant.lost.is_cancelled());
+    assert!(is_stale(&registry.released(
+        &key,
+        &reentry,
+        Lease::Watchdog,
+        WATCHDOG
+    )));
+    assert!(release_one(&registry, &key, &fresh_grant, Lease::Watchdog).1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn reentrant_holds_share_one_entry_and_only_the_last_release_frees() {
     let (registry, key) = fresh();
