@@ -308,7 +308,8 @@ impl Registry {
 
     /// Records a hold granted by a script sent at `sent_at`. `holds` is the hold count Redis
     /// reported after the grant: 1 means a fresh grant, which replaces (and marks lost) any
-    /// older local entry for the same owner.
+    /// older local entry for the same owner, unless that entry is a re-entry recorded after
+    /// this grant was sent, which counted it (see `Held::awaiting_first`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquired(
         &self,
