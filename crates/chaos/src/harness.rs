@@ -610,6 +610,7 @@ impl LockKeyNames {
                 waiting: vec![
                     derived("redisson_lock_queue"),
                     derived("redisson_lock_timeout"),
+                    derived("latchkey_fair_grants"),
                 ],
                 waiting_ttl_ms: waiter_timeout.as_millis() as i64,
                 persistent: Vec::new(),
@@ -944,7 +945,11 @@ mod tests {
         assert_eq!(fair.token, "redisson_lock_token:{a}");
         assert_eq!(
             fair.waiting,
-            ["redisson_lock_queue:{a}", "redisson_lock_timeout:{a}"]
+            [
+                "redisson_lock_queue:{a}",
+                "redisson_lock_timeout:{a}",
+                "latchkey_fair_grants:{a}"
+            ]
         );
         assert_eq!(fair.waiting_ttl_ms, 7000);
         let write = LockKeyNames::of(Primitive::WriteLock, "a", Duration::ZERO);

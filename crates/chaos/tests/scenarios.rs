@@ -502,16 +502,42 @@ fn kill_9_of_the_holder_of(scenario: &str, primitive: Primitive) {
 /// share a token. Conservative check.
 #[test]
 fn hand_off_kill_9_of_grantees_and_holders() {
+    hand_off_kill_9_of("hand_off_kill_9_of_grantees_and_holders", Primitive::Lock);
+}
+
+/// [`hand_off_kill_9_of_grantees_and_holders`] on a fair lock (waiter timeout 2 s): its
+/// releases grant the lock to the head of the queue when it registered for grants
+/// (`latchkey_fair_grants:{name}`, owner id → terms). A killed grantee's grant lapses with its
+/// short lease and its stale queue entry is dropped, and the queue moves on.
+#[test]
+fn fair_lock_hand_off_kill_9_of_grantees_and_holders() {
+    hand_off_kill_9_of(
+        "fair_lock_hand_off_kill_9_of_grantees_and_holders",
+        Primitive::FairLock,
+    );
+}
+
+fn hand_off_kill_9_of(scenario: &str, primitive: Primitive) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let scenario = "hand_off_kill_9_of_grantees_and_holders";
     let scale = scale();
     let servers = Servers::spawn(RedisServer::spawn());
     let mut config = template(&servers, servers.lock.url());
+    config.primitive = primitive;
     config.watchdog_timeout_ms = 8000;
     config.writes_per_hold = 4;
     config.write_interval_ms = 30;
     config.acquire_wait_ms = 30_000;
-    let registrations = format!("latchkey_lock_alive:{{{LOCK}}}");
+    let fair = primitive == Primitive::FairLock;
+    if fair {
+        config.waiter_timeout_ms = Some(2000);
+    }
+    // Registrations for grants: the lock's are "<until>:<seq>:<ms>:<owner>" by client wake id,
+    // the fair lock's "<until>:<seq>:<ms>:<W>" by owner id.
+    let registrations = if fair {
+        format!("latchkey_fair_grants:{{{LOCK}}}")
+    } else {
+        format!("latchkey_lock_alive:{{{LOCK}}}")
+    };
     let mut run = start(scenario, &config, scale.workers);
     let mut admin = servers.admin();
     let mut killed = 0;
@@ -520,13 +546,19 @@ fn hand_off_kill_9_of_grantees_and_holders() {
         // Two waiters registered to take a grant (a registration "<until>:<seq>:<ms>:<owner>").
         let mut grantees: Vec<u32> = Vec::new();
         let found = harness::poll_until(HOLDER_GUARD, Duration::from_millis(2), || {
-            let values: Vec<String> = admin
-                .query(redis::cmd("HVALS").arg(&registrations))
+            let entries: Vec<(String, String)> = admin
+                .query(redis::cmd("HGETALL").arg(&registrations))
                 .unwrap_or_default();
             let holders = admin.holders(LOCK);
-            grantees = values
+            grantees = entries
                 .iter()
-                .filter_map(|v| v.splitn(4, ':').nth(3))
+                .filter_map(|(field, value)| {
+                    if fair {
+                        Some(field.as_str())
+                    } else {
+                        value.splitn(4, ':').nth(3)
+                    }
+                })
                 .filter(|owner| !holders.iter().any(|h| h == owner))
                 .filter_map(|owner| run.worker_of(owner))
                 .collect();
@@ -552,8 +584,9 @@ fn hand_off_kill_9_of_grantees_and_holders() {
     }
     let faults = format!(
         "{}× SIGKILL of two waiters registered for the next grant and of the holder \
-         (watchdog 8 s: grants on release; slots restarted)",
-        scale.faults
+         (watchdog 8 s: grants on release;{} slots restarted)",
+        scale.faults,
+        if fair { " waiter timeout 2 s;" } else { "" }
     );
     let outcome = finish(
         scenario,

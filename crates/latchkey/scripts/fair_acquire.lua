@@ -7,6 +7,8 @@
 --          server time (ms) after which the entry is stale and is dropped
 -- KEYS[5]  the wake channel prefix: redisson_lock__channel:{<name>}; a waiter listens on
 --          "<prefix>:<owner id>"
+-- KEYS[6]  latchkey's grant registrations: latchkey_fair_grants:{<name>}, a hash owner id ->
+--          "<until>:<seq>:<grant ms>:<W ms>" (see ARGV[7])
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id (the hash field)
 -- ARGV[3]  the thread wait time W in ms (Redisson's threadWaitTime): the deadline of a queued
@@ -15,7 +17,11 @@
 --          wait (do not queue it)
 -- ARGV[5]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
 -- ARGV[6]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[7]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
+-- ARGV[7]  "" or "<seq>:<grant ms>": if the caller queues, it also takes the lock granted on
+--          release (see fair_release.lua) with the lease <grant ms>, announced to it on its
+--          channel as "<token>:<seq>". Registered in KEYS[6] until its next attempt is
+--          certainly overdue (its park + 2 s); "" removes a registration of the owner.
+-- ARGV[8]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
 --          a hold of its owner id found in Redis is then stranded (an acquire whose answer was
 --          lost, an unlock that never arrived) and is taken over as a new hold (one hold, a new
 --          fencing token) instead of re-entered
@@ -42,7 +48,7 @@
 --   latchkey waiter never goes stale however long the holders keep the lock, and a vanished
 --   one is dropped about W (+ the lease the lock had left) after its turn came.
 local publish = publish_command(ARGV[6])
-acl_check({'get', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
+acl_check({'get', 'hdel', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
     'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrangebyscore', 'zrem',
     'zscore'}, publish)
 if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
@@ -52,6 +58,7 @@ local lock_type = expect_type(KEYS[1], 'hash', 'the lock key')
 expect_type(KEYS[2], 'string', 'the fencing counter')
 expect_type(KEYS[3], 'list', 'the wait queue')
 expect_type(KEYS[4], 'zset', 'the waiter deadlines')
+expect_type(KEYS[6], 'hash', 'the grant registrations')
 
 local owner = ARGV[2]
 local wait = tonumber(ARGV[3])
@@ -72,36 +79,23 @@ local function purge()
         end
         redis.call('lpop', KEYS[3])
         redis.call('zrem', KEYS[4], head)
+        redis.call('hdel', KEYS[6], head)
         changed = true
     end
     local stale = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
     for _, id in ipairs(stale) do
         redis.call('zrem', KEYS[4], id)
         redis.call('lrem', KEYS[3], 0, id)
+        redis.call('hdel', KEYS[6], id)
     end
     return changed
 end
 
--- Takes the owner's link out of the chain: the deadline of every entry behind it goes down by
--- W, as Redisson does when a waiter is served or gives up.
+-- Takes the owner out of the queue and its link out of the chain (see unlink), with its
+-- registration.
 local function leave_queue()
-    if not redis.call('zscore', KEYS[4], owner) then
-        -- Not queued (the usual re-entry), or a list entry without a deadline: no link to take.
-        redis.call('lrem', KEYS[3], 0, owner)
-        return
-    end
-    local behind = false
-    for _, id in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
-        if behind then
-            if redis.call('zscore', KEYS[4], id) then
-                redis.call('zincrby', KEYS[4], -wait, id)
-            end
-        elseif id == owner then
-            behind = true
-        end
-    end
-    redis.call('zrem', KEYS[4], owner)
-    redis.call('lrem', KEYS[3], 0, owner)
+    unlink(KEYS[3], KEYS[4], owner, wait)
+    redis.call('hdel', KEYS[6], owner)
 end
 
 -- The lock's remaining lease in ms (0 when it is free or never expires).
@@ -112,7 +106,7 @@ end
 local head_changed = purge()
 
 if lock_type == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
-    if ARGV[7] == '1' then
+    if ARGV[8] == '1' then
         -- A stranded hold taken over: a new critical section, so a new fencing token (INCR
         -- first: it fails on a corrupt counter before anything is written).
         local token = redis.call('incr', KEYS[2])
@@ -169,6 +163,12 @@ if tonumber(ARGV[4]) > 0 then
         deadline = floor
     end
     redis.call('zadd', KEYS[4], deadline, owner)
+    if ARGV[7] ~= '' then
+        redis.call('hset', KEYS[6], owner,
+            (now + tonumber(ARGV[4]) + 2000) .. ':' .. ARGV[7] .. ':' .. ARGV[3])
+    else
+        redis.call('hdel', KEYS[6], owner)
+    end
     -- A raised deadline must not catch up with the entries behind: they stay W apart.
     local prev = deadline
     for i = place + 2, #ids do
@@ -182,7 +182,7 @@ if tonumber(ARGV[4]) > 0 then
         prev = prev + wait
         redis.call('zadd', KEYS[4], prev, ids[i])
     end
-    for i = 3, 4 do
+    for _, i in ipairs({3, 4, 6}) do
         if redis.call('pttl', KEYS[i]) < wait then
             redis.call('pexpire', KEYS[i], wait)
         end

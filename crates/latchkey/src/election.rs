@@ -25,7 +25,7 @@ use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal};
+use crate::watchdog::{HoldKey, Lease, LockRenewal};
 
 /// How often an observer reads the election when no message comes: the bound on how late it
 /// sees a change whose message it missed, or a leader whose lease ran out (an expiry publishes
@@ -416,12 +416,7 @@ impl Election {
                 client.conn.publish_command().to_owned(),
             ]
         };
-        let renewal = || -> Arc<dyn Renewal> {
-            Arc::new(LockRenewal {
-                key: inner.hold.key.clone(),
-                field: inner.hold.field.clone(),
-            })
-        };
+        let renewal = || LockRenewal::of(&inner.hold);
         attempt_hold(
             self,
             Lease::Watchdog,

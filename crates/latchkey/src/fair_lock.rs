@@ -11,15 +11,18 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore, Holds};
+use crate::guard::{
+    attempt_hold, grant_lease, holds, lock_guard, lock_methods, lock_reads, take_grant,
+    takes_grants, GuardCore, Holds,
+};
 use crate::keys::{check_name, named_debug, FairLockKeys};
 use crate::metrics::Site;
-use crate::pubsub::WakePolicy;
+use crate::pubsub::{Dispose, WakePolicy};
 use crate::replica::AcquireCall;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::{detached, Task};
-use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Renewal, MAX_LEASE};
+use crate::wait::{unexpected, Attempt, HandOff, Waiting, MAX_PARK};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, MAX_LEASE};
 
 use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
@@ -30,7 +33,12 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 /// share the owner id and re-enter each other's holds; two handles exclude each other.
 ///
 /// Every waiter, on any client, joins one queue in Redis; the lock goes to the head of the
-/// queue only, and a release wakes only that waiter. A newcomer never jumps the queue:
+/// queue only, and a release passes it to that waiter alone: a latchkey waiter of a
+/// [`lock()`](FairLock::lock) or [`try_lock`](FairLock::try_lock) (the watchdog's lease, on a
+/// client with a watchdog timeout of at least 7 s, without replica sync or Sentinel) is
+/// *granted* the lock by the release script itself and holds it when the message comes, with no
+/// acquire of its own; any other head (a Redisson waiter, a fixed lease) is woken and acquires.
+/// See "Grants on release" below. A newcomer never jumps the queue:
 /// [`FairLock::try_lock`] with `Duration::ZERO` fails while others wait, even if the lock is
 /// free for a moment. A waiter that gives up leaves the queue at once; a waiter that vanishes
 /// without leaving is dropped once it has not been heard of for the
@@ -56,6 +64,21 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 ///   same clean-up (or by a release, if it granted the lock).
 /// * A lost wake-up message costs at most one poll: waiters never park longer than two seconds
 ///   (or a third of the thread wait time), nor longer than the holder's lease.
+///
+/// # Grants on release
+///
+/// A waiter that takes grants registers its terms with each attempt that queues it
+/// (`latchkey_fair_grants:{name}`, live until its next attempt is overdue). When the last hold
+/// ends, the release script checks the live head of the queue: if it registered, the lock
+/// becomes its own at once (one hold, a new fencing token, a short lease of its park + 5 s), it
+/// leaves the queue as its own acquire would (the deadlines behind it go down by W), and
+/// `<token>:<registration>` on its channel tells it. Its watchdog confirms the hold (renews it to
+/// the watchdog timeout) 1.5 s before that short lease could end. A grant that reaches a waiter
+/// already gone (its future dropped) is given back at once, guarded by its token, which passes
+/// the lock on; a grant to a process that died lapses with its short lease. A head that did not
+/// register (a Redisson waiter, an older latchkey) is woken with Redisson's `0` as before, and a
+/// Redisson release wakes a latchkey head the same way, so the order is the same for both kinds.
+/// This saves the grantee's acquire round trip on every contended hand-off.
 ///
 /// # Mixing with Redisson
 ///
@@ -92,7 +115,9 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 /// count; shared with Redisson's `RLock`/`RFairLock`), the fencing counter
 /// `redisson_lock_token:{name}`, the queue `redisson_lock_queue:{name}` (list of owner ids),
 /// the deadlines `redisson_lock_timeout:{name}` (zset owner id → Redis server time in ms), and
-/// one wake channel per waiter, `redisson_lock__channel:{name}:<owner id>` (message `"0"`).
+/// one wake channel per waiter, `redisson_lock__channel:{name}:<owner id>` (message `"0"`, or
+/// `<token>:<registration>` for a grant), and latchkey's grant registrations
+/// `latchkey_fair_grants:{name}` (hash owner id → terms).
 ///
 /// # Examples
 ///
@@ -121,6 +146,8 @@ struct FairInner {
     queue_key: Arc<str>,
     deadlines_key: Arc<str>,
     channel_prefix: Arc<str>,
+    /// latchkey's grant registrations (see `scripts/fair_acquire.lua`).
+    grants_key: Arc<str>,
     /// This owner's wake channel.
     channel: Arc<str>,
     thread_wait_time: Duration,
@@ -186,7 +213,8 @@ lock_methods! {
     /// Cancel safe. Dropping the future leaves no hold, queue entry, subscription or renewal
     /// behind: the queue entry is removed by the client's background task (waking the next
     /// waiter if this one was first), and a hold granted by a script that was already running
-    /// is released there too.
+    /// is released there too; a grant on release that reaches it after the drop is given back
+    /// (passed on to the next in line) the same way.
     ///
     /// # Errors
     ///
@@ -232,6 +260,7 @@ impl FairLock {
                 queue_key: keys.queue,
                 deadlines_key: keys.deadlines,
                 channel_prefix: keys.channel_prefix,
+                grants_key: keys.grants,
                 thread_wait_time: FairLock::DEFAULT_THREAD_WAIT_TIME,
                 queued: Arc::new(AtomicUsize::new(0)),
                 client,
@@ -370,6 +399,7 @@ impl FairLock {
                 queue_key: inner.queue_key.clone(),
                 deadlines_key: inner.deadlines_key.clone(),
                 channel_prefix: inner.channel_prefix.clone(),
+                grants_key: inner.grants_key.clone(),
                 channel: inner.channel.clone(),
                 thread_wait_time: wait,
                 queued: inner.queued.clone(),
@@ -418,21 +448,32 @@ impl FairLock {
         let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
         let waiting = Waiting {
             max_park: self.park_cap(),
+            grants: takes_grants(&self.inner.client, lease).then(|| {
+                let lock = self.clone();
+                Dispose(Arc::new(move |token| lock.give_back_task(token)))
+            }),
             site: Some(Site::new(&self.inner.client, "fair_lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
                 &self.inner.channel,
-                WakePolicy::Lock,
+                WakePolicy::Fair,
             )
         };
         let granted = waiting
             .run(deadline, |turn| {
                 let entry = &entry;
+                let handed = turn
+                    .hand_off
+                    .and_then(|hand_off| self.take_hand_off(hand_off));
                 async move {
+                    if let Some(guard) = handed {
+                        // The grant took the owner out of the queue in Redis.
+                        return Ok(Attempt::Granted(guard));
+                    }
                     let FairAttempt {
                         attempt,
                         entry: queued,
-                    } = self.attempt(lease, turn.park).await?;
+                    } = self.attempt(lease, turn.park, turn.grant_seq).await?;
                     if queued.is_some() {
                         // The new entry is counted already, so replacing the old one never lets
                         // the count touch zero.
@@ -453,12 +494,25 @@ impl FairLock {
     /// One acquire script call, run detached: if the caller is gone when the answer comes, the
     /// guard or queue entry it carries is dropped in the task that finishes the call, which releases the hold or
     /// leaves the queue.
-    async fn attempt(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
+    ///
+    /// `grant` is the registration number with which the caller, if it queues, takes the lock
+    /// granted on release (see `scripts/fair_release.lua`); `None`: it takes no grant.
+    async fn attempt(
+        &self,
+        lease: Lease,
+        park: Duration,
+        grant: Option<u64>,
+    ) -> Result<FairAttempt> {
         let lock = self.clone();
-        detached(async move { lock.attempt_inner(lease, park).await }.boxed()).await?
+        detached(async move { lock.attempt_inner(lease, park, grant).await }.boxed()).await?
     }
 
-    async fn attempt_inner(&self, lease: Lease, park: Duration) -> Result<FairAttempt> {
+    async fn attempt_inner(
+        &self,
+        lease: Lease,
+        park: Duration,
+        grant: Option<u64>,
+    ) -> Result<FairAttempt> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let keys = [
@@ -467,6 +521,7 @@ impl FairLock {
             &*inner.queue_key,
             &*inner.deadlines_key,
             &*inner.channel_prefix,
+            &*inner.grants_key,
         ];
         let args = |lease_ms: u64| {
             vec![
@@ -476,14 +531,12 @@ impl FairLock {
                 (park.as_millis() as u64).to_string(),
                 UNLOCK_MESSAGE.to_owned(),
                 client.conn.publish_command().to_owned(),
+                grant.map_or_else(String::new, |seq| {
+                    format!("{seq}:{}", grant_lease(park).as_millis())
+                }),
             ]
         };
-        let renewal = || -> Arc<dyn Renewal> {
-            Arc::new(LockRenewal {
-                key: inner.hold.key.clone(),
-                field: inner.hold.field.clone(),
-            })
-        };
+        let renewal = || LockRenewal::of(&inner.hold);
         // With replica sync, a grant too few replicas acknowledged is undone: the release script
         // gives back the one hold just granted, which wakes the next in line if the lock is
         // free again; the attempt then fails with NotReplicated, and the caller's queue entry
@@ -532,21 +585,42 @@ impl FairLock {
 
     /// The release script call for one hold, with `lease_ms` left on remaining holds.
     fn release_task(&self, lease_ms: u64) -> Task {
+        self.release_call(lease_ms, None, "releasing a fair lock")
+    }
+
+    /// Gives back a grant on release with `token` that no waiter took: released only while it
+    /// is still that grant, which passes the lock on to the next in line.
+    fn give_back_task(&self, token: u64) -> Task {
+        self.release_call(1, Some(token), "giving back a fair lock granted on release")
+    }
+
+    fn release_call(&self, lease_ms: u64, token: Option<u64>, context: &'static str) -> Task {
         let inner = &self.inner;
+        let mut keys = self.queue_keys();
+        keys.push(inner.token_key.clone());
         Task::new(
             &FAIR_RELEASE,
-            self.queue_keys(),
+            keys,
             vec![
                 UNLOCK_MESSAGE.to_owned(),
                 lease_ms.to_string(),
                 inner.hold.field.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                token.map(|t| t.to_string()).unwrap_or_default(),
             ],
-            "releasing a fair lock",
+            context,
         )
     }
 
-    /// KEYS of the release, leave and force-unlock scripts.
+    /// Takes a grant on release (see [`take_grant`]).
+    fn take_hand_off(&self, hand_off: HandOff) -> Option<FairLockGuard> {
+        let renewal = LockRenewal::of(&self.inner.hold);
+        take_grant(self, hand_off, |token| self.give_back_task(token), renewal)
+            .map(|core| FairLockGuard { core })
+    }
+
+    /// KEYS of the release and leave scripts: the lock, its queue, the wake channels' prefix
+    /// and the grant registrations.
     fn queue_keys(&self) -> Vec<Arc<str>> {
         let inner = &self.inner;
         vec![
@@ -554,6 +628,7 @@ impl FairLock {
             inner.queue_key.clone(),
             inner.deadlines_key.clone(),
             inner.channel_prefix.clone(),
+            inner.grants_key.clone(),
         ]
     }
 
@@ -611,11 +686,13 @@ impl FairLock {
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let client = &self.inner.client.inner;
+        let inner = &self.inner;
         let mut invocation = FAIR_FORCE_UNLOCK.prepare_invoke();
-        for key in self.queue_keys() {
-            invocation.key(&*key);
-        }
         invocation
+            .key(&*inner.hold.key)
+            .key(&*inner.queue_key)
+            .key(&*inner.deadlines_key)
+            .key(&*inner.channel_prefix)
             .arg(UNLOCK_MESSAGE)
             .arg(client.conn.publish_command());
         let deleted: i64 = client

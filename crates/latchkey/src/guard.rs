@@ -22,8 +22,8 @@ use crate::keys::check_name;
 use crate::metrics::{self, Op, Site};
 use crate::replica::AcquireCall;
 use crate::task::Task;
-use crate::wait::Attempt;
-use crate::watchdog::{HoldKey, Lease, Release, Renewal, Ticket};
+use crate::wait::{Attempt, HandOff, MAX_PARK};
+use crate::watchdog::{confirm_at, HoldKey, Lease, Release, Renewal, Ticket};
 
 /// A hold on a lock: what every lock guard of latchkey offers.
 ///
@@ -252,6 +252,79 @@ where
         }
         other => refused(other),
     }
+}
+
+/// A grant on release lasts this long past the registration's life (its park and 2 s): the
+/// time the message and the grantee have to start its section before the grant is confirmed.
+const GRANT_SLACK: Duration = Duration::from_secs(3);
+
+/// A grant on release is confirmed (renewed to the watchdog timeout) this long before its
+/// lease could run out, if its holder still holds it.
+const CONFIRM_BEFORE: Duration = Duration::from_millis(1500);
+
+/// The lease of a grant on release to a registration whose attempt parks `park` (the lock's
+/// and the fair lock's release scripts grant with it).
+pub(crate) fn grant_lease(park: Duration) -> Duration {
+    park + Duration::from_secs(2) + GRANT_SLACK
+}
+
+/// Whether an acquire with `lease` on `client` takes a lock granted on release (see
+/// `scripts/lock_release.lua`, `scripts/fair_release.lua`): with the watchdog's lease, long
+/// enough to outlast a grant's (the watchdog confirms it), and when nothing waits for replicas
+/// or follows a Sentinel failover (a grant is made by the releaser's script, not by the
+/// grantee's).
+pub(crate) fn takes_grants(client: &Client, lease: Lease) -> bool {
+    let client = &client.inner;
+    lease == Lease::Watchdog
+        && client.config.watchdog_timeout >= grant_lease(MAX_PARK)
+        && client.replicas.sync().is_none()
+        && client.conn.sentinels().is_none()
+}
+
+/// Takes a grant on release to a waiter of `held`: the hold is the handle's already, until at
+/// least the registration's send time plus the grant's lease. A grant too close to its end is
+/// given back with `give_back` (and the caller makes an ordinary attempt), and so is one to an
+/// owner that holds the lock or has an acquire or release of it under way (a clone, another
+/// task): the grant's hold may have been re-entered or taken over by then, which the ordinary
+/// attempt sorts out (the give-back, guarded by the grant's token, leaves a take-over alone and
+/// a re-entry's lease as it is). A taken grant is confirmed by the watchdog (renewed to its
+/// timeout) before its short lease could run out.
+pub(crate) fn take_grant<H: Holds + Clone>(
+    held: &H,
+    hand_off: HandOff,
+    give_back: impl FnOnce(u64) -> Task,
+    renewal: Arc<dyn Renewal>,
+) -> Option<GuardCore<H>> {
+    let client = &held.client().inner;
+    let valid_until = hand_off.registered_at + grant_lease(hand_off.park);
+    if valid_until < Instant::now() + CONFIRM_BEFORE || client.registry.busy(held.hold()) {
+        client.hub.give_back(give_back(hand_off.token));
+        return None;
+    }
+    let ticket = client.registry.acquired_until(
+        held.hold().clone(),
+        held.name(),
+        1,
+        Lease::Watchdog,
+        hand_off.registered_at,
+        valid_until,
+        renewal,
+    );
+    confirm_at(
+        client.conn.clone(),
+        client.registry.clone(),
+        held.hold().clone(),
+        ticket.gen,
+        valid_until - CONFIRM_BEFORE,
+        client.config.watchdog_timeout,
+        held.client().shutdown_token(),
+    );
+    Some(GuardCore::new(
+        held.clone(),
+        ticket,
+        Lease::Watchdog,
+        hand_off.token,
+    ))
 }
 
 /// One hold of a primitive `H`: the shared part of every lock guard.

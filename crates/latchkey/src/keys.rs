@@ -212,6 +212,9 @@ pub(crate) struct FairLockKeys {
     pub(crate) deadlines: Arc<str>,
     /// `redisson_lock__channel:{name}`: each waiter's wake channel is `<this>:<owner>`.
     pub(crate) channel_prefix: Arc<str>,
+    /// latchkey's grant registrations, `latchkey_fair_grants:{name}` (hash of owner id → the
+    /// terms on which its waiter takes the lock granted on release).
+    pub(crate) grants: Arc<str>,
 }
 
 impl FairLockKeys {
@@ -224,6 +227,7 @@ impl FairLockKeys {
             queue: key("redisson_lock_queue"),
             deadlines: key("redisson_lock_timeout"),
             channel_prefix: key("redisson_lock__channel"),
+            grants: key("latchkey_fair_grants"),
             hash: Arc::from(object),
         }
     }
@@ -456,7 +460,13 @@ mod tests {
         );
 
         let fair = FairLockKeys::new(None, "printer");
-        let names = [&fair.hash, &fair.token, &fair.queue, &fair.deadlines];
+        let names = [
+            &fair.hash,
+            &fair.token,
+            &fair.queue,
+            &fair.deadlines,
+            &fair.grants,
+        ];
         assert_eq!(
             names.map(|n| &**n),
             [
@@ -464,6 +474,7 @@ mod tests {
                 "redisson_lock_token:{printer}",
                 "redisson_lock_queue:{printer}",
                 "redisson_lock_timeout:{printer}",
+                "latchkey_fair_grants:{printer}",
             ]
         );
         assert_eq!(

@@ -8,15 +8,18 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::guard::{attempt_hold, holds, lock_guard, lock_methods, lock_reads, GuardCore};
+use crate::guard::{
+    attempt_hold, grant_lease, holds, lock_guard, lock_methods, lock_reads, take_grant,
+    takes_grants, GuardCore,
+};
 use crate::keys::{check_name, named_debug, LockKeys};
 use crate::metrics::Site;
 use crate::pubsub::{Dispose, WakePolicy};
 use crate::replica::AcquireCall;
 use crate::scripts;
 use crate::task::{detached, Task};
-use crate::wait::{unexpected, Attempt, HandOff, Waiting, MAX_PARK};
-use crate::watchdog::{check_lease, confirm_at, HoldKey, Lease, LockRenewal, Renewal};
+use crate::wait::{unexpected, Attempt, HandOff, Waiting};
+use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
@@ -29,19 +32,6 @@ pub(crate) const MAX_GRANT_STREAK: Duration = Duration::from_secs(1);
 /// How long latchkey waiters hold back after a streak of grants ends, so that a Redisson
 /// client's retry on the unlock message can win the free lock.
 pub(crate) const GRANT_PAUSE: Duration = Duration::from_millis(10);
-
-/// A grant on release lasts this long past the registration's life (its park and 2 s): the
-/// time the message and the grantee have to start its section before the grant is confirmed.
-const GRANT_SLACK: Duration = Duration::from_secs(3);
-
-/// A grant on release is confirmed (renewed to the watchdog timeout) this long before its
-/// lease could run out, if its holder still holds it.
-const CONFIRM_BEFORE: Duration = Duration::from_millis(1500);
-
-/// The lease of a grant on release to a registration whose attempt parks `park`.
-fn grant_lease(park: Duration) -> Duration {
-    park + Duration::from_secs(2) + GRANT_SLACK
-}
 
 impl Client {
     /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
@@ -349,7 +339,7 @@ impl Lock {
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
-            grants: self.takes_grants(lease).then(|| {
+            grants: takes_grants(&self.inner.client, lease).then(|| {
                 let lock = self.clone();
                 Dispose(Arc::new(move |token| lock.give_back_task(token)))
             }),
@@ -387,57 +377,11 @@ impl Lock {
             .await
     }
 
-    /// Whether an acquire with `lease` takes the lock granted on release (see
-    /// `scripts/lock_release.lua`): with the watchdog's lease, long enough to outlast a grant's
-    /// (the watchdog confirms it), and when nothing waits for replicas or follows a Sentinel
-    /// failover (a grant is made by the releaser's script, not by the grantee's).
-    fn takes_grants(&self, lease: Lease) -> bool {
-        let client = &self.inner.client.inner;
-        lease == Lease::Watchdog
-            && client.config.watchdog_timeout >= grant_lease(MAX_PARK)
-            && client.replicas.sync().is_none()
-            && client.conn.sentinels().is_none()
-    }
-
-    /// Takes a grant on release: the hold is this handle's already, until at least the
-    /// registration's send time plus the grant's lease. A grant too close to its end is given
-    /// back (and the caller makes an ordinary attempt), and so is one to an owner that holds the
-    /// lock or has an acquire or release of it under way (a clone, another task): the grant's
-    /// hold may have been re-entered or taken over by then, which the ordinary attempt sorts out
-    /// (the give-back, guarded by the grant's token, leaves a take-over alone and a re-entry's
-    /// lease as it is).
+    /// Takes a grant on release (see [`take_grant`]).
     fn take_hand_off(&self, hand_off: HandOff) -> Option<LockGuard> {
-        let inner = &self.inner;
-        let client = &inner.client.inner;
-        let valid_until = hand_off.registered_at + grant_lease(hand_off.park);
-        if valid_until < Instant::now() + CONFIRM_BEFORE || client.registry.busy(&inner.hold) {
-            client.hub.give_back(self.give_back_task(hand_off.token));
-            return None;
-        }
-        let ticket = client.registry.acquired_until(
-            inner.hold.clone(),
-            &inner.name,
-            1,
-            Lease::Watchdog,
-            hand_off.registered_at,
-            valid_until,
-            Arc::new(LockRenewal {
-                key: inner.hold.key.clone(),
-                field: inner.hold.field.clone(),
-            }),
-        );
-        confirm_at(
-            client.conn.clone(),
-            client.registry.clone(),
-            inner.hold.clone(),
-            ticket.gen,
-            valid_until - CONFIRM_BEFORE,
-            client.config.watchdog_timeout,
-            inner.client.shutdown_token(),
-        );
-        Some(LockGuard {
-            core: GuardCore::new(self.clone(), ticket, Lease::Watchdog, hand_off.token),
-        })
+        let renewal = LockRenewal::of(&self.inner.hold);
+        take_grant(self, hand_off, |token| self.give_back_task(token), renewal)
+            .map(|core| LockGuard { core })
     }
 
     /// The clean-up run when this client's last waiter for the lock gives up: unregister the
@@ -588,12 +532,7 @@ impl Lock {
                 }),
             ]
         };
-        let renewal = || -> Arc<dyn Renewal> {
-            Arc::new(LockRenewal {
-                key: inner.hold.key.clone(),
-                field: inner.hold.field.clone(),
-            })
-        };
+        let renewal = || LockRenewal::of(&inner.hold);
         attempt_hold(
             self,
             lease,

@@ -39,6 +39,11 @@ pub(crate) enum WakePolicy {
     /// Redisson clients) is ignored. A `"0"` on its own (a Redisson or forced unlock, or nobody
     /// registered) wakes one waiter; `"1"` (Redisson's read unlock) wakes every waiter.
     Lock,
+    /// A fair-lock waiter's own channel (`redisson_lock__channel:{name}:<owner id>`): a
+    /// `<token>:<seq>` is a grant on release to this owner's registration `seq` (see
+    /// `scripts/fair_release.lua`), taken by the waiter that made it; anything else (Redisson's
+    /// `"0"`) wakes one waiter.
+    Fair,
     /// Every message wakes every waiter.
     All,
     /// The message is a count `n` (released permits): wake up to `n` waiters (at least one).
@@ -216,6 +221,10 @@ impl Channel {
         }
         let after_hand_off = std::mem::take(&mut self.after_hand_off);
         match self.policy {
+            WakePolicy::Fair if payload.contains(&b':') => return self.private_grant(payload),
+            WakePolicy::Fair => {
+                self.wake(1);
+            }
             WakePolicy::All => self.wake_all(),
             WakePolicy::Lock => match payload {
                 b"0" if after_hand_off => {}

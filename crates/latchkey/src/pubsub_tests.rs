@@ -664,3 +664,40 @@ async fn a_grant_on_the_grant_channel_goes_to_the_waiter_of_its_registration() {
         "forgotten with the channel"
     );
 }
+
+/// A fair-lock waiter's own channel: Redisson's `0` wakes one waiter (in queue order); a grant
+/// (`<token>:<seq>`) goes to the waiter of registration `seq` alone, and one for a waiter that
+/// gave up is given back; a malformed or unknown grant does nothing.
+#[tokio::test(start_paused = true)]
+async fn a_fair_channel_carries_wake_ups_and_grants_to_its_owner() {
+    let mut rig = rig();
+    let mut w = rig.waiters("f:owner", WakePolicy::Fair, 3).await;
+    rig.publish("f:owner", "0");
+    assert_eq!(woken(&w), [true, false, false]);
+    consume(&w[0]).await;
+    let (gone, private) = w[0].expect_grant(give_back());
+    assert!(!private, "announced on the waiter's own channel");
+    let (seq, _) = w[2].expect_grant(give_back());
+    rig.publish("f:owner", &format!("9:{seq}"));
+    assert_eq!(
+        woken(&w),
+        [false, false, true],
+        "only the registration's waiter"
+    );
+    assert_eq!(w[2].take_grant(), Some((seq, 9)));
+    assert_eq!(w[0].take_grant(), None);
+    assert!(rig.background.try_recv().is_err(), "nothing given back");
+    let first = w.remove(0);
+    drop(first);
+    rig.publish("f:owner", &format!("10:{gone}"));
+    let task = rig.background.try_recv().expect("given back");
+    assert_eq!(task.context, "give back 10");
+    rig.publish("f:owner", "x:1");
+    rig.publish("f:owner", "11:999");
+    assert!(rig.background.try_recv().is_err());
+    assert_eq!(
+        woken(&w),
+        [false, true],
+        "no wake-up from a grant to nobody here"
+    );
+}

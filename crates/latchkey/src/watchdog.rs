@@ -92,6 +92,16 @@ pub(crate) struct LockRenewal {
     pub(crate) field: Arc<str>,
 }
 
+impl LockRenewal {
+    /// The renewal of `hold`, a field of a lock hash (the lock's, the fair lock's).
+    pub(crate) fn of(hold: &HoldKey) -> Arc<dyn Renewal> {
+        Arc::new(LockRenewal {
+            key: hold.key.clone(),
+            field: hold.field.clone(),
+        })
+    }
+}
+
 impl Renewal for LockRenewal {
     fn script(&self) -> &'static redis::Script {
         &scripts::LOCK_RENEW

@@ -8,7 +8,7 @@ use latchkey::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, eventually, numsub};
+use crate::helpers::{client, eventually, long_lease_client, numsub};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -35,6 +35,31 @@ async fn queue_becomes(server: &RedisServer, name: &str, expected: &[&str]) -> b
 async fn server_ms(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
+}
+
+/// The messages (channel, payload) published on `channels` while `action` ran, in order.
+async fn published_during(
+    server: &RedisServer,
+    channels: &[&str],
+    action: impl std::future::Future<Output = ()>,
+) -> Vec<(String, String)> {
+    let mut raw = server.client().get_async_pubsub().await.unwrap();
+    for channel in channels.iter().chain(&["end-marker"]) {
+        raw.subscribe(*channel).await.unwrap();
+    }
+    action.await;
+    let mut conn = server.conn().await;
+    let _: () = conn.publish("end-marker", "end").await.unwrap();
+    let mut stream = raw.on_message();
+    let mut got = Vec::new();
+    loop {
+        let msg = stream.next().await.unwrap();
+        let channel = msg.get_channel_name().to_owned();
+        if channel == "end-marker" {
+            return got;
+        }
+        got.push((channel, msg.get_payload::<String>().unwrap()));
+    }
 }
 
 /// Spawns a waiter that records `index` in `order` when it gets the lock, then releases it.
@@ -543,27 +568,16 @@ async fn a_release_wakes_only_the_head_waiter_on_its_own_channel() {
             .await
             .unwrap();
     }
-    let mut raw = server.client().get_async_pubsub().await.unwrap();
-    for channel in [
-        "redisson_lock__channel:{heads}:java-uuid:1",
-        "redisson_lock__channel:{heads}:java-uuid:2",
-        "redisson_lock__channel:{heads}",
-        "end-marker",
-    ] {
-        raw.subscribe(channel).await.unwrap();
-    }
-    guard.unlock().await.unwrap();
-    let _: () = conn.publish("end-marker", "end").await.unwrap();
-    let mut stream = raw.on_message();
-    let mut got = Vec::new();
-    loop {
-        let msg = stream.next().await.unwrap();
-        let channel = msg.get_channel_name().to_owned();
-        if channel == "end-marker" {
-            break;
-        }
-        got.push((channel, msg.get_payload::<String>().unwrap()));
-    }
+    let got = published_during(
+        &server,
+        &[
+            "redisson_lock__channel:{heads}:java-uuid:1",
+            "redisson_lock__channel:{heads}:java-uuid:2",
+            "redisson_lock__channel:{heads}",
+        ],
+        async { guard.unlock().await.unwrap() },
+    )
+    .await;
     assert_eq!(
         got,
         vec![(
@@ -1095,4 +1109,286 @@ async fn thread_wait_time_is_checked_when_set() {
         .unwrap();
     assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grants on release: the release script gives the lock to a latchkey head that registered for
+// it, and tells it alone; every other head is woken as Redisson's release wakes it.
+// ---------------------------------------------------------------------------------------------
+
+fn grants_key(name: &str) -> String {
+    format!("latchkey_fair_grants:{{{name}}}")
+}
+
+/// The release, at the script level, with a hand-made queue: a latchkey head whose registration
+/// is live is granted the lock at once (a new token, one hold, the registration's lease), leaves
+/// the queue taking its link out of the deadline chain, and alone is told, with
+/// `<token>:<seq>`; a head whose registration lapsed (it stopped attempting) is only woken with
+/// Redisson's `0`, and the lock stays free for its own acquire.
+#[tokio::test]
+async fn a_release_grants_the_lock_to_a_registered_head_and_tells_it_alone() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let mut conn = server.conn().await;
+    let w = 300_000u64;
+    for (name, registered_for) in [("granted", 60_000i64), ("lapsed", -1_000)] {
+        let guard = a.fair_lock(name).lock().await.unwrap();
+        let now = server_ms(&mut conn).await;
+        let (head, java) = ("lk-uuid:1", "java-uuid:2");
+        let _: () = conn.rpush(queue_key(name), &[head, java]).await.unwrap();
+        let _: () = conn
+            .zadd(deadlines_key(name), head, now + 60_000)
+            .await
+            .unwrap();
+        let _: () = conn
+            .zadd(deadlines_key(name), java, now + 60_000 + w)
+            .await
+            .unwrap();
+        let until = (now as i64 + registered_for).to_string();
+        let _: () = conn
+            .hset(grants_key(name), head, format!("{until}:41:5000:{w}"))
+            .await
+            .unwrap();
+        let head_channel = format!("redisson_lock__channel:{{{name}}}:{head}");
+        let token = guard.fencing_token();
+        let got = published_during(
+            &server,
+            &[
+                head_channel.as_str(),
+                &format!("redisson_lock__channel:{{{name}}}:{java}"),
+                &format!("redisson_lock__channel:{{{name}}}"),
+            ],
+            async { guard.unlock().await.unwrap() },
+        )
+        .await;
+        let holders: Vec<(String, u64)> = conn.hgetall(name).await.unwrap();
+        let java_deadline: f64 = conn.zscore(deadlines_key(name), java).await.unwrap();
+        if registered_for > 0 {
+            let message = format!("{}:41", token + 1);
+            assert_eq!(got, vec![(head_channel, message)], "only the head was told");
+            assert_eq!(holders, vec![(head.to_owned(), 1)], "granted to the head");
+            let lease: i64 = conn.pttl(name).await.unwrap();
+            assert!(lease > 0 && lease <= 5000, "the grant's lease: {lease}");
+            assert_eq!(
+                queue(&mut conn, name).await,
+                [java],
+                "the head left the queue"
+            );
+            assert_eq!(
+                java_deadline,
+                (now + 60_000) as f64,
+                "lowered by W, as the head's own acquire would"
+            );
+            let registered: bool = conn.exists(grants_key(name)).await.unwrap();
+            assert!(!registered, "the registration is gone with the grant");
+            // The grant took the token after the holder's.
+            let counter: u64 = conn
+                .get(format!("redisson_lock_token:{{{name}}}"))
+                .await
+                .unwrap();
+            assert_eq!(counter, token + 1);
+        } else {
+            assert_eq!(
+                got,
+                vec![(head_channel, "0".to_owned())],
+                "woken, not granted"
+            );
+            assert!(holders.is_empty(), "the lock stays free: {holders:?}");
+            assert_eq!(queue(&mut conn, name).await, [head, java]);
+            assert_eq!(java_deadline, (now + 60_000 + w) as f64);
+        }
+    }
+}
+
+/// End to end: a waiter that takes grants holds the lock the moment the holder's release
+/// returns, with the next fencing token and the grant's short lease, which its watchdog then
+/// confirms (renews to the watchdog timeout) before it could run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_call_is_granted_the_lock_by_the_release_and_keeps_it() {
+    let server = RedisServer::spawn();
+    let a = long_lease_client(&server).await;
+    let b = long_lease_client(&server).await;
+    let mut conn = server.conn().await;
+    let name = "granted-e2e";
+    // A short thread wait time: the waiter parks at most 100 ms, so its grant lease is 5.1 s.
+    let w = FairLock::MIN_THREAD_WAIT_TIME;
+    let holder = a.fair_lock(name).lock().await.unwrap();
+    let waiter = b.fair_lock(name).with_thread_wait_time(w).unwrap();
+    let waiter_id = waiter.owner_id().to_owned();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let key = grants_key(name);
+            let field = waiter_id.clone();
+            async move { conn.hexists(key, field).await.unwrap() }
+        })
+        .await,
+        "the waiter registered for a grant"
+    );
+    let token = holder.fencing_token();
+    holder.unlock().await.unwrap();
+    // Granted by the release itself: no attempt of the waiter's came in between.
+    let holds: Option<u64> = conn.hget(name, &waiter_id).await.unwrap();
+    assert_eq!(holds, Some(1), "the release granted the lock to the waiter");
+    let lease: i64 = conn.pttl(name).await.unwrap();
+    assert!(
+        lease > 0 && lease <= 5100,
+        "the grant's lease, not 30 s: {lease}"
+    );
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter returned with the grant")
+        .unwrap();
+    assert_eq!(guard.fencing_token(), token + 1);
+    assert_eq!(guard.lock().hold_count().await.unwrap(), 1);
+    assert!(queue(&mut conn, name).await.is_empty());
+    // Confirmed before the 5.1 s grant lease could run out: renewed to the 30 s timeout.
+    assert!(
+        eventually(Duration::from_secs(8), || {
+            let mut conn = conn.clone();
+            async move { conn.pttl::<_, i64>(name).await.unwrap() > 10_000 }
+        })
+        .await,
+        "the watchdog confirmed the grant"
+    );
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+    let left: bool = conn.exists(name).await.unwrap();
+    assert!(!left);
+    let registered: bool = conn.exists(grants_key(name)).await.unwrap();
+    assert!(!registered, "no registration left behind");
+}
+
+/// A grant that reaches a waiter whose future is dropped before it took it is given back at
+/// once, guarded by its token, and passes on to the next in line, long before the grant's
+/// lease would have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_a_waiter_dropped_before_taking_it_passes_on_to_the_next() {
+    let server = RedisServer::spawn();
+    let a = long_lease_client(&server).await;
+    let b = long_lease_client(&server).await;
+    let c = long_lease_client(&server).await;
+    let mut conn = server.conn().await;
+    let name = "given-back";
+    let holder = a.fair_lock(name).lock().await.unwrap();
+    let first = b.fair_lock(name);
+    let first_id = first.owner_id().to_owned();
+    let mut first_lock = Box::pin(first.lock());
+    // Polled until it registered for a grant, then no more.
+    let registered = async {
+        loop {
+            let field: bool = conn
+                .clone()
+                .hexists(grants_key(name), &first_id)
+                .await
+                .unwrap();
+            if field {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        _ = &mut first_lock => panic!("the lock is held"),
+        () = registered => {}
+    }
+    let second = c.fair_lock(name);
+    let second_id = second.owner_id().to_owned();
+    let second_waiting = tokio::spawn(async move { second.lock().await.unwrap() });
+    assert!(queue_becomes(&server, name, &[&first_id, &second_id]).await);
+    let token = holder.fencing_token();
+    holder.unlock().await.unwrap();
+    let holds: Option<u64> = conn.hget(name, &first_id).await.unwrap();
+    assert_eq!(holds, Some(1), "granted to the first waiter");
+    let granted = Instant::now();
+    // Let the grant's message reach the (unpolled) waiter, then drop it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(first_lock);
+    let guard = tokio::time::timeout(Duration::from_secs(10), second_waiting)
+        .await
+        .expect("the next waiter got the lock")
+        .unwrap();
+    assert!(
+        granted.elapsed() < Duration::from_secs(4),
+        "given back, not left to lapse ({:?})",
+        granted.elapsed()
+    );
+    assert_eq!(
+        guard.fencing_token(),
+        token + 2,
+        "after the grant given back"
+    );
+    let holders: Vec<(String, u64)> = conn.hgetall(name).await.unwrap();
+    assert_eq!(holders, vec![(second_id, 1)]);
+    guard.unlock().await.unwrap();
+    assert!(queue(&mut conn, name).await.is_empty());
+}
+
+/// Mixed with Redisson: a latchkey holder's release grants the lock to the latchkey waiter at
+/// the head and lowers the Redisson waiter's deadline behind it by W, as the head's own
+/// acquire (and Redisson's) would; the Redisson waiter is then woken by the latchkey release as
+/// Redisson's release wakes it, and its own release wakes the latchkey waiter behind it, which
+/// takes the lock with its own acquire. Everyone is served in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_keep_redisson_waiters_chained_and_in_order() {
+    let server = RedisServer::spawn();
+    let name = "mixed-grants";
+    let w = Duration::from_secs(300);
+    let a = long_lease_client(&server).await;
+    let b = long_lease_client(&server).await;
+    let c = long_lease_client(&server).await;
+    let mut conn = server.conn().await;
+    let holder = a.fair_lock(name).with_thread_wait_time(w).unwrap();
+    let holder = holder.lock().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+
+    let l1 = b.fair_lock(name).with_thread_wait_time(w).unwrap();
+    let l1_id = l1.owner_id().to_owned();
+    let l1_task = spawn_latchkey_waiter(l1, "L1", order.clone());
+    assert!(queue_becomes(&server, name, &[&l1_id]).await);
+    let r2 = RedissonWaiter::new(&server, name, 2, w).await;
+    let r2_id = r2.id.clone();
+    let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
+    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id]).await);
+    let l3 = c.fair_lock(name).with_thread_wait_time(w).unwrap();
+    let l3_id = l3.owner_id().to_owned();
+    let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
+    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let key = grants_key(name);
+            let field = l1_id.clone();
+            async move { conn.hexists(key, field).await.unwrap() }
+        })
+        .await,
+        "L1 registered for a grant"
+    );
+    let before = deadlines(&mut conn, name).await;
+    assert_chained(&before, w);
+
+    holder.unlock().await.unwrap();
+    let holds: Option<u64> = conn.hget(name, &l1_id).await.unwrap();
+    assert_eq!(holds, Some(1), "the release granted the lock to L1");
+    let after = deadlines(&mut conn, name).await;
+    assert_eq!(after.len(), 2, "{after:?}");
+    for ((id, old), (new_id, new)) in before[1..].iter().zip(&after) {
+        assert_eq!(id, new_id);
+        // L3 may have refreshed its own deadline upwards meanwhile; R2 never moves on its own.
+        if *id == r2_id {
+            assert_eq!(*new, old - w.as_millis() as f64, "R2 lowered by W");
+        }
+    }
+    assert_chained(&after, w);
+    let bound = Duration::from_secs(10);
+    served_within(l1_task, bound, "L1").await;
+    served_within(r2_task, bound, "R2").await;
+    served_within(l3_task, bound, "L3").await;
+    assert_eq!(*order.lock().unwrap(), ["L1", "R2", "L3"]);
+    let locked: bool = conn.exists(name).await.unwrap();
+    assert!(!locked, "the lock is free at the end");
+    assert!(queue(&mut conn, name).await.is_empty());
+    let registered: bool = conn.exists(grants_key(name)).await.unwrap();
+    assert!(!registered, "no registration left behind");
 }

@@ -58,6 +58,17 @@ pub async fn client(at: &(impl Endpoint + ?Sized)) -> Client {
         .expect("connect")
 }
 
+/// A client with a 30 s watchdog timeout: its holds outlive a test's checks (a hold that a
+/// cancelled operation stranded stays, so only a real release clears it), and its waiters take
+/// locks granted on release (which needs a watchdog timeout of at least 7 s).
+pub async fn long_lease_client(at: &(impl Endpoint + ?Sized)) -> Client {
+    builder(at)
+        .watchdog_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect")
+}
+
 /// Polls `operation` `polls` times, yielding to the runtime between polls (so that its I/O
 /// moves on), then drops it unless it finished: its output if it did. `polls == 0` drops it
 /// before it is ever polled. Cancellation tests sweep `polls` to drop an operation before its

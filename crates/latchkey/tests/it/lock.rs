@@ -8,7 +8,7 @@ use latchkey::{Client, Error, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{builder, client, eventually, numsub, poll_then_drop};
+use crate::helpers::{client, eventually, long_lease_client, numsub, poll_then_drop};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_of_4_clients_by_4_tasks() {
@@ -255,16 +255,6 @@ async fn a_dropped_waiting_future_leaves_nothing_behind() {
         })
         .await
     );
-}
-
-/// A client whose holds outlive every check below: a hold a cancelled operation stranded would
-/// stay for 30 s, so only a real release clears the key within the checks' 5 s.
-async fn long_lease_client(server: &RedisServer) -> Client {
-    builder(server)
-        .watchdog_timeout(Duration::from_secs(30))
-        .connect()
-        .await
-        .expect("connect")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
