@@ -62,6 +62,15 @@ async fn published_during(
     }
 }
 
+/// A client whose waiters take grants on release (`grants`: a 30 s watchdog) or are woken (1 s).
+async fn waiting_client(server: &RedisServer, grants: bool) -> latchkey::Client {
+    if grants {
+        long_lease_client(server).await
+    } else {
+        client(server).await
+    }
+}
+
 /// Spawns a waiter that records `index` in `order` when it gets the lock, then releases it.
 fn spawn_waiter(
     lock: FairLock,
@@ -80,16 +89,29 @@ fn spawn_waiter(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_waiters_get_the_lock_in_arrival_order() {
+    eight_waiters_in_arrival_order(false).await;
+}
+
+/// The same with clients whose waiters take grants on release: each release grants the lock to
+/// the next in line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_waiters_granted_the_lock_in_turn_get_it_in_arrival_order() {
+    eight_waiters_in_arrival_order(true).await;
+}
+
+/// Eight waiters on four clients (watchdog 1 s: woken; 30 s: granted) queue behind a holder and
+/// get the lock in arrival order, each with a larger fencing token.
+async fn eight_waiters_in_arrival_order(grants: bool) {
     let server = RedisServer::spawn();
     let holder = client(&server).await;
     let guard = holder.fair_lock("fifo").lock().await.unwrap();
     let first_token = guard.fencing_token();
     // 4 clients with 2 handles each: fairness holds across clients and within one.
     let clients = [
-        client(&server).await,
-        client(&server).await,
-        client(&server).await,
-        client(&server).await,
+        waiting_client(&server, grants).await,
+        waiting_client(&server, grants).await,
+        waiting_client(&server, grants).await,
+        waiting_client(&server, grants).await,
     ];
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut owners = Vec::new();
@@ -448,11 +470,23 @@ async fn cancelling_at_any_point_never_strands_a_hold_or_a_queue_entry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_under_contention() {
+    mutual_exclusion(false).await;
+}
+
+/// The same with clients whose waiters take grants on release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_under_contention_with_grants() {
+    mutual_exclusion(true).await;
+}
+
+/// Nine handles on three clients (watchdog 1 s: woken; 30 s: granted) run ten non-atomic
+/// increments each under the lock: none is lost.
+async fn mutual_exclusion(grants: bool) {
     let server = RedisServer::spawn();
     const ROUNDS: u64 = 10;
     let mut tasks = Vec::new();
     for _ in 0..3 {
-        let client = client(&server).await;
+        let client = waiting_client(&server, grants).await;
         for _ in 0..3 {
             let lock = client.fair_lock("counter-lock");
             let mut conn = server.conn().await;
