@@ -1,5 +1,6 @@
 //! The `contended` workload's frame, shared by latchkey and the peer: reset the counter, warm
-//! up, count commands around the measured run, and check the counter.
+//! up, count commands around the measured window (the clients run through it without a
+//! restart), and check the counter.
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use anyhow::Result;
 use redis::AsyncCommands;
 
 use super::commands::{self, Plain};
-use super::measure::concurrent;
+use super::measure::{concurrent_window, Windowed};
 use super::{server_cpu, Commands, CounterCheck, Run, Setup};
 use crate::connect;
 
@@ -31,13 +32,34 @@ where
 {
     let mut admin = connect::plain(&setup.url).await?;
     let _: () = admin.set(counter, 0).await?;
-    let warm = concurrent(None, "sections", setup.warmup, CLIENTS, &make).await?;
-    let before = commands::snapshot(&mut admin).await?;
-    let cpu = server_cpu(&setup.url).await?;
     let label = format!("contended {library}");
-    let mut measured = concurrent(Some(&label), "sections", setup.duration, CLIENTS, &make).await?;
-    let cpu = (cpu, server_cpu(&setup.url).await?);
-    let after = commands::snapshot(&mut admin).await?;
+    // The commands and CPU are read at the window's edges while the clients keep going: the
+    // steady state, not the clients' start (see `concurrent_window`).
+    let edge = || {
+        let mut admin = admin.clone();
+        let url = setup.url.clone();
+        async move {
+            let calls = commands::snapshot(&mut admin).await?;
+            let cpu = server_cpu(&url).await?;
+            anyhow::Ok((calls, cpu))
+        }
+    };
+    let Windowed {
+        window: mut measured,
+        total: expected,
+        start: (before, cpu_before),
+        end: (after, cpu_after),
+    } = concurrent_window(
+        Some(&label),
+        "sections",
+        setup.warmup,
+        setup.duration,
+        CLIENTS,
+        &make,
+        edge,
+    )
+    .await?;
+    let cpu = (cpu_before, cpu_after);
     let found: Option<i64> = admin.get(counter).await?;
     let _: () = admin.del(counter).await?;
 
@@ -47,11 +69,11 @@ where
     // with sections: reported on their own, not divided by the sections.
     let health_checks = sent.get("ping").copied().unwrap_or(0);
     let total: u64 = sent.values().sum::<u64>() - health_checks;
-    let expected = warm.count + measured.count;
     let found = found.unwrap_or(0);
     let mut run = Run::new(library, "", &mut measured).with_cpu(cpu);
     run.commands = Some(Commands {
         per_section: total as f64 / (run.count.max(1)) as f64,
+        edge_allowance: 2.0 * CLIENTS as f64 / (run.count.max(1)) as f64,
         health_checks,
         client_sent: sent,
         all_deltas: deltas,
