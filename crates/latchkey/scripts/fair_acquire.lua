@@ -49,8 +49,8 @@
 --   one is dropped about W (+ the lease the lock had left) after its turn came.
 local publish = publish_command(ARGV[6])
 acl_check({'get', 'hdel', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
-    'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrangebyscore', 'zrem',
-    'zscore'}, publish)
+    'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrange', 'zrangebyscore',
+    'zrem', 'zscore'}, publish)
 if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
     return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end
@@ -98,11 +98,6 @@ local function leave_queue()
     redis.call('hdel', KEYS[6], owner)
 end
 
--- The lock's remaining lease in ms (0 when it is free or never expires).
-local function lease_left()
-    return math.max(redis.call('pttl', KEYS[1]), 0)
-end
-
 local head_changed = purge()
 
 if lock_type == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
@@ -137,8 +132,12 @@ if lock_type == 'none' and head_changed then
     notify(publish, KEYS[5] .. ':' .. head, ARGV[5])
 end
 
+-- The lock's remaining lease in ms (-1: no expiry, -2: free); nothing below changes it.
+local pttl = redis.call('pttl', KEYS[1])
 local queued = 0
 if tonumber(ARGV[4]) > 0 then
+    -- The lease left, 0 when the lock is free or never expires.
+    local lease_left = math.max(pttl, 0)
     local ids = redis.call('lrange', KEYS[3], 0, -1)
     local place
     for i, id in ipairs(ids) do
@@ -152,13 +151,13 @@ if tonumber(ARGV[4]) > 0 then
         -- Joins at the back, chained from the tail as Redisson chains its own waiters.
         local tail = ids[#ids]
         local tail_deadline = tail and tonumber(redis.call('zscore', KEYS[4], tail))
-        local chained = (tail_deadline or now + lease_left()) + wait
+        local chained = (tail_deadline or now + lease_left) + wait
         deadline = math.max(deadline or chained, chained)
         place = #ids
         redis.call('rpush', KEYS[3], owner)
     end
     -- Never lower than what the chain would give this place now (see the top).
-    local floor = now + lease_left() + (place + 1) * wait
+    local floor = now + lease_left + (place + 1) * wait
     if not deadline or deadline < floor then
         deadline = floor
     end
@@ -188,12 +187,13 @@ if tonumber(ARGV[4]) > 0 then
         end
     end
     queued = 1
-    head = redis.call('lindex', KEYS[3], 0)
+    -- The purge ran before: the head is the first of the queue read above, or the caller.
+    head = ids[1] or owner
 end
 
 local retry_after
 if lock_type == 'hash' then
-    retry_after = redis.call('pttl', KEYS[1])
+    retry_after = pttl
 else
     -- Free, but another waiter is first: it takes the lock, or its entry goes stale.
     local deadline = tonumber(redis.call('zscore', KEYS[4], head))

@@ -32,14 +32,23 @@ end
 -- waiter is served or gives up. An owner without a deadline has no link to take.
 local function unlink(queue, deadlines, owner, wait)
     if redis.call('zscore', deadlines, owner) then
-        local behind = false
-        for _, id in ipairs(redis.call('lrange', queue, 0, -1)) do
-            if behind then
-                if redis.call('zscore', deadlines, id) then
+        if redis.call('lindex', queue, 0) == owner then
+            -- The head: every other deadline is behind it (as Redisson's acquire sees it).
+            for _, id in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+                if id ~= owner then
                     redis.call('zincrby', deadlines, -wait, id)
                 end
-            elseif id == owner then
-                behind = true
+            end
+        else
+            local behind = false
+            for _, id in ipairs(redis.call('lrange', queue, 0, -1)) do
+                if behind then
+                    if redis.call('zscore', deadlines, id) then
+                        redis.call('zincrby', deadlines, -wait, id)
+                    end
+                elseif id == owner then
+                    behind = true
+                end
             end
         end
         redis.call('zrem', deadlines, owner)

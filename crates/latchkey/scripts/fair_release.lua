@@ -42,14 +42,16 @@ local queue_ok = (queue_type == 'none' or queue_type == 'list')
 local function grant(head, now)
     local allowed = redis.acl_check_cmd
     if allowed then
-        for _, command in ipairs({'hget', 'hdel', 'hset', 'incr', 'lrange', 'lrem', 'zincrby'}) do
+        for _, command in ipairs({'hget', 'hdel', 'hset', 'incr', 'lrange', 'lrem', 'zincrby',
+            'zrange'}) do
             if not allowed(command) then
                 return false
             end
         end
     end
-    -- A registrations key of another type grants nothing (nil).
-    local terms = grant_terms(try_call('hget', KEYS[5], head), now)
+    -- A registrations key of another type, or any refusal (a server without acl_check_cmd),
+    -- grants nothing: the head is woken instead.
+    local terms = grant_terms(redis.pcall('hget', KEYS[5], head), now)
     if not terms then
         return false
     end
@@ -62,7 +64,7 @@ local function grant(head, now)
     redis.call('pexpire', KEYS[1], terms.lease)
     unlink(KEYS[2], KEYS[3], head, terms.wait)
     redis.call('hdel', KEYS[5], head)
-    notify(publish, KEYS[4] .. ':' .. head, token .. ':' .. terms.seq)
+    notify(publish, KEYS[4] .. ':' .. head, string.format('%d:%s', token, terms.seq))
     return true
 end
 

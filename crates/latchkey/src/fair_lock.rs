@@ -92,6 +92,11 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 /// behind by W when it grants the lock or a waiter leaves, and only ever raises its own deadline
 /// when it refreshes, so every waiter of either kind is served in arrival order.
 ///
+/// A Java waiter that joins while a latchkey grantee still holds the lock on its short grant
+/// lease (see "Grants on release") chains its deadline from that lease (≤ 7 s) rather than the
+/// watchdog timeout; it stays queued as long as the grantee's hold lasts less than that + W,
+/// which with the 5 minutes below is any hold shorter than 5 minutes.
+///
 /// This needs **the same W on both sides**: Redisson's default is 5 minutes, latchkey's
 /// [30 seconds](FairLock::DEFAULT_THREAD_WAIT_TIME). Either call
 /// `.with_thread_wait_time(Duration::from_secs(300))?` on every latchkey handle of a lock that Java

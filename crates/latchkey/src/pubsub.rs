@@ -56,8 +56,8 @@ struct Slot {
     /// Woken and not yet consumed.
     pending: AtomicBool,
     notify: Notify,
-    /// A grant on release to this waiter, not taken yet: its registration and fencing token.
-    granted: Mutex<Option<(u64, u64)>>,
+    /// A grant on release to this waiter, not taken yet, and how to give it back.
+    granted: Mutex<Option<(Granted, Dispose)>>,
     /// The waiter is gone (set under the channels' lock): a grant for it is given back.
     closed: AtomicBool,
 }
@@ -94,7 +94,21 @@ impl std::fmt::Debug for Dispose {
 struct Expected {
     slot: Weak<Slot>,
     dispose: Dispose,
+    /// When it was made, before the attempt that carries it was sent.
     made: Instant,
+    /// The park of that attempt (the registration's life, and so the grant's lease).
+    park: Duration,
+}
+
+/// A grant on release that reached a waiter: the registration it was made for, when that
+/// registration was made (before its attempt was sent: the grant came later), the park of that
+/// attempt, and the fencing token. The lease the grantee counts on follows from the last two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Granted {
+    pub(crate) seq: u64,
+    pub(crate) token: u64,
+    pub(crate) registered_at: Instant,
+    pub(crate) park: Duration,
 }
 
 /// How long a registration that takes grants is remembered: far longer than it stays live in
@@ -188,15 +202,36 @@ impl Channel {
     }
 
     /// The lock was granted to this client's registration `seq` with `token`: the waiter that
-    /// made it takes it, or, gone, gives it back.
+    /// made it takes it, or, gone, gives it back. On a fair lock's channel (one owner's), a
+    /// grant for a waiter that is gone goes to another waiter of the same owner (a clone's)
+    /// still waiting, if there is one: the grant took the owner's one place in the queue, which
+    /// that waiter would otherwise lose.
     fn granted(&mut self, seq: u64, token: u64) -> Option<Task> {
         let expected = self.expected.remove(&seq)?;
-        if let Some(slot) = expected
-            .slot
-            .upgrade()
-            .filter(|slot| !slot.closed.load(Ordering::Acquire))
-        {
-            *slot.granted.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, token));
+        let free = |slot: &Arc<Slot>| {
+            !slot.closed.load(Ordering::Acquire)
+                && slot
+                    .granted
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none()
+        };
+        let target = expected.slot.upgrade().filter(free).or_else(|| {
+            if self.policy == WakePolicy::Fair {
+                self.waiters.iter().find(|slot| free(slot)).cloned()
+            } else {
+                None
+            }
+        });
+        if let Some(slot) = target {
+            let granted = Granted {
+                seq,
+                token,
+                registered_at: expected.made,
+                park: expected.park,
+            };
+            *slot.granted.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((granted, expected.dispose));
             slot.wake();
             metrics::count(metrics::HANDOFFS, &[("event", "granted")], 1);
             return None;
@@ -438,7 +473,6 @@ impl Hub {
             slot,
             finished: false,
             on_leave,
-            dispose: None,
         };
         let (reply, confirmed) = oneshot::channel();
         self.commands
@@ -474,7 +508,6 @@ impl Hub {
             slot,
             finished: false,
             on_leave: on_leave(),
-            dispose: None,
         })
     }
 
@@ -524,8 +557,6 @@ pub(crate) struct Subscription {
     slot: Arc<Slot>,
     finished: bool,
     on_leave: Option<Task>,
-    /// Gives back a grant on release this waiter got and did not take.
-    dispose: Option<Dispose>,
 }
 
 impl Subscription {
@@ -568,7 +599,7 @@ impl Subscription {
     /// comes when this waiter is gone, or that it does not take. Also returns whether the
     /// client listens on its grant channel for the lock (then the registration asks for its
     /// grant to be announced there).
-    pub(crate) fn expect_grant(&mut self, dispose: Dispose) -> (u64, bool) {
+    pub(crate) fn expect_grant(&mut self, dispose: Dispose, park: Duration) -> (u64, bool) {
         let seq = self.state.next_seq.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let mut channels = self.state.channels();
@@ -582,18 +613,23 @@ impl Subscription {
                 seq,
                 Expected {
                     slot: Arc::downgrade(&self.slot),
-                    dispose: dispose.clone(),
+                    dispose,
                     made: now,
+                    park,
                 },
             );
         }
-        self.dispose = Some(dispose);
         (seq, private)
     }
 
-    /// The grant on release this waiter got, if any: its registration number and fencing
-    /// token. Taking it makes the caller its holder.
-    pub(crate) fn take_grant(&self) -> Option<(u64, u64)> {
+    /// The grant on release this waiter got, if any. Taking it makes the caller its holder
+    /// (or the one to give it back).
+    pub(crate) fn take_grant(&self) -> Option<Granted> {
+        self.take_granted().map(|(granted, _)| granted)
+    }
+
+    /// [`Subscription::take_grant`], with how to give the grant back.
+    fn take_granted(&self) -> Option<(Granted, Dispose)> {
         self.slot
             .granted
             .lock()
@@ -628,10 +664,10 @@ impl Drop for Subscription {
         // Under the channels' lock, as the hub grants: a grant is either here now, or comes
         // after and finds the waiter closed.
         self.slot.closed.store(true, Ordering::Release);
-        let gave_back = match (self.take_grant(), &self.dispose) {
-            (Some((_, token)), Some(dispose)) => {
+        let gave_back = match self.take_granted() {
+            Some((granted, dispose)) => {
                 metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
-                let _ = self.state.background.send(dispose.task(token));
+                let _ = self.state.background.send(dispose.task(granted.token));
                 true
             }
             _ => false,

@@ -550,6 +550,9 @@ async fn the_hub_task_forgets_an_idle_channel_after_the_linger() {
     running.await.expect("the hub task did not panic");
 }
 
+/// The park of the tests' registrations.
+const PARK: Duration = Duration::from_secs(1);
+
 /// A [`Dispose`] whose task names the token it gives back (in its context, leaked: a test).
 fn give_back() -> super::Dispose {
     super::Dispose(Arc::new(|token: u64| {
@@ -564,14 +567,17 @@ fn give_back() -> super::Dispose {
 async fn a_grant_goes_to_the_waiter_of_its_registration() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 3).await;
-    let _first = w[0].expect_grant(give_back()).0;
-    let second = w[1].expect_grant(give_back()).0;
+    let _first = w[0].expect_grant(give_back(), PARK).0;
+    let second = w[1].expect_grant(give_back(), PARK).0;
     rig.publish("c", &format!("-{WAKE_ID}"));
     rig.publish("c", "-17");
     rig.publish("c", &format!("-{second}"));
     assert_eq!(woken(&w), [false, true, false]);
-    assert_eq!(w[1].take_grant(), Some((second, 17)));
-    assert_eq!(w[0].take_grant(), None);
+    assert_eq!(
+        w[1].take_grant().map(|g| (g.seq, g.token)),
+        Some((second, 17))
+    );
+    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), None);
     assert!(rig.background.try_recv().is_err(), "nothing given back");
     rig.publish("c", "0");
     assert_eq!(woken(&w), [true, true, false], "a later 0 is a release");
@@ -583,17 +589,17 @@ async fn a_grant_goes_to_the_waiter_of_its_registration() {
 async fn a_grant_to_another_client_wakes_nobody() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let seq = w[0].expect_grant(give_back()).0;
+    let seq = w[0].expect_grant(give_back(), PARK).0;
     rig.publish("c", "-99999");
     rig.publish("c", &format!("-{WAKE_ID}"));
     rig.publish("c", &format!("-{seq}"));
     assert_eq!(woken(&w), [false, false]);
-    assert_eq!(w[0].take_grant(), None);
+    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), None);
     // The next announcement is read afresh.
     rig.publish("c", &format!("-{WAKE_ID}"));
     rig.publish("c", "-5");
     rig.publish("c", &format!("-{seq}"));
-    assert_eq!(w[0].take_grant(), Some((seq, 5)));
+    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), Some((seq, 5)));
 }
 
 /// A grant that comes for a waiter that gave up, or that a waiter got and did not take, is
@@ -602,8 +608,8 @@ async fn a_grant_to_another_client_wakes_nobody() {
 async fn a_grant_nobody_takes_is_given_back() {
     let mut rig = rig();
     let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let gone = w[0].expect_grant(give_back()).0;
-    let untaken = w[1].expect_grant(give_back()).0;
+    let gone = w[0].expect_grant(give_back(), PARK).0;
+    let untaken = w[1].expect_grant(give_back(), PARK).0;
     let second = w.pop().expect("two waiters");
     let first = w.pop().expect("two waiters");
     drop(first);
@@ -638,11 +644,14 @@ async fn a_grant_on_the_grant_channel_goes_to_the_waiter_of_its_registration() {
         rig.task.state.with_grant_channels(&["c".to_owned()]),
         ["c", "c:latchkey:7"]
     );
-    let (gone, private) = first.expect_grant(give_back());
+    let (gone, private) = first.expect_grant(give_back(), PARK);
     assert!(private, "the registration asks for the grant channel");
-    let (seq, _) = second.expect_grant(give_back());
+    let (seq, _) = second.expect_grant(give_back(), PARK);
     rig.publish("c:latchkey:7", &format!("41:{seq}"));
-    assert_eq!(second.take_grant(), Some((seq, 41)));
+    assert_eq!(
+        second.take_grant().map(|g| (g.seq, g.token)),
+        Some((seq, 41))
+    );
     assert!(
         !first.slot.pending.load(Ordering::Acquire),
         "nobody else woken"
@@ -666,8 +675,10 @@ async fn a_grant_on_the_grant_channel_goes_to_the_waiter_of_its_registration() {
 }
 
 /// A fair-lock waiter's own channel: Redisson's `0` wakes one waiter (in queue order); a grant
-/// (`<token>:<seq>`) goes to the waiter of registration `seq` alone, and one for a waiter that
-/// gave up is given back; a malformed or unknown grant does nothing.
+/// (`<token>:<seq>`) goes to the waiter of registration `seq` alone. A grant for a waiter that
+/// gave up goes to another waiter of the owner (a clone's) that has none pending, since the
+/// grant took the owner's place in the queue; with none, it is given back. A malformed or
+/// unknown grant does nothing.
 #[tokio::test(start_paused = true)]
 async fn a_fair_channel_carries_wake_ups_and_grants_to_its_owner() {
     let mut rig = rig();
@@ -675,29 +686,45 @@ async fn a_fair_channel_carries_wake_ups_and_grants_to_its_owner() {
     rig.publish("f:owner", "0");
     assert_eq!(woken(&w), [true, false, false]);
     consume(&w[0]).await;
-    let (gone, private) = w[0].expect_grant(give_back());
+    let (gone, private) = w[0].expect_grant(give_back(), PARK);
     assert!(!private, "announced on the waiter's own channel");
-    let (seq, _) = w[2].expect_grant(give_back());
+    let (seq, _) = w[2].expect_grant(give_back(), PARK);
     rig.publish("f:owner", &format!("9:{seq}"));
     assert_eq!(
         woken(&w),
         [false, false, true],
         "only the registration's waiter"
     );
-    assert_eq!(w[2].take_grant(), Some((seq, 9)));
+    let granted = w[2].take_grant().expect("granted");
+    assert_eq!((granted.seq, granted.token, granted.park), (seq, 9, PARK));
     assert_eq!(w[0].take_grant(), None);
     assert!(rig.background.try_recv().is_err(), "nothing given back");
+
+    // w[0] gives up: its grant goes to the clone w[1], with w[0]'s registration's terms.
     let first = w.remove(0);
     drop(first);
     rig.publish("f:owner", &format!("10:{gone}"));
+    assert!(rig.background.try_recv().is_err(), "not given back");
+    assert_eq!(woken(&w), [true, true], "the clone was woken with it");
+    // Dropped without taking it, the clone gives it back.
+    let clone = w.remove(0);
+    drop(clone);
     let task = rig.background.try_recv().expect("given back");
     assert_eq!(task.context, "give back 10");
+
+    // The last waiter holds a grant it has not taken: a grant for its other registration
+    // finds nobody free and is given back.
+    let (held, _) = w[0].expect_grant(give_back(), PARK);
+    let (other, _) = w[0].expect_grant(give_back(), PARK);
+    rig.publish("f:owner", &format!("12:{held}"));
+    rig.publish("f:owner", &format!("13:{other}"));
+    let task = rig.background.try_recv().expect("given back");
+    assert_eq!(task.context, "give back 13");
+    assert_eq!(
+        w[0].take_grant().map(|g| (g.seq, g.token)),
+        Some((held, 12))
+    );
     rig.publish("f:owner", "x:1");
     rig.publish("f:owner", "11:999");
     assert!(rig.background.try_recv().is_err());
-    assert_eq!(
-        woken(&w),
-        [false, true],
-        "no wake-up from a grant to nobody here"
-    );
 }

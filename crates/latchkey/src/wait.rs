@@ -7,7 +7,6 @@
 //! the order of subscribing and retrying that keeps a release from going unnoticed, how long
 //! to park, when to give up — is here, once.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
@@ -18,9 +17,6 @@ use crate::metrics::{self, Site};
 use crate::pubsub::{Dispose, Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
-
-/// How long a waiter remembers a registration that takes grants (see `pubsub::EXPECTED_FOR`).
-const REMEMBERED: Duration = Duration::from_secs(30);
 
 /// The longest a waiter parks between attempts when nothing wakes it. Messages normally wake it
 /// long before; this bounds the stall when one is lost or a hand-off went to a client that died.
@@ -60,7 +56,8 @@ impl<G> Attempt<G> {
 pub(crate) struct HandOff {
     /// The fencing token of the grant.
     pub(crate) token: u64,
-    /// When the attempt that made the registration was sent: the grant came after it.
+    /// When the registration was made, before the attempt that carried it was sent: the grant
+    /// came after it.
     pub(crate) registered_at: Instant,
     /// The park of that attempt (its registration's lifetime, and so its grant lease).
     pub(crate) park: Duration,
@@ -199,19 +196,13 @@ impl<'a> Waiting<'a> {
         };
         // Whether the last park ended with a message (rather than the time running out).
         let mut woken = false;
-        // This waiter's registrations that take grants: number, when sent, park.
-        let mut registrations: VecDeque<(u64, Instant, Duration)> = VecDeque::new();
         let mut hand_off = None;
         loop {
             let subscribed = subscription.is_some();
             let park = self.park(deadline);
             let (grant_seq, private_grant) = match (&mut subscription, &self.grants) {
                 (Some(subscription), Some(dispose)) if hand_off.is_none() => {
-                    let (seq, private) = subscription.expect_grant(dispose.clone());
-                    let now = Instant::now();
-                    registrations
-                        .retain(|(_, at, _)| now.saturating_duration_since(*at) < REMEMBERED);
-                    registrations.push_back((seq, now, park));
+                    let (seq, private) = subscription.expect_grant(dispose.clone(), park);
                     (Some(seq), private)
                 }
                 _ => (None, false),
@@ -277,22 +268,14 @@ impl<'a> Waiting<'a> {
             });
             let until = deadline.map_or(now + park, |d| d.min(now + park));
             woken = waiting.wait_until(until).await;
-            if let Some((seq, token)) = waiting.take_grant() {
-                match registrations.iter().find(|(s, ..)| *s == seq) {
-                    Some(&(_, registered_at, park)) => {
-                        hand_off = Some(HandOff {
-                            token,
-                            registered_at,
-                            park,
-                        })
-                    }
-                    // Not one of this waiter's (cannot happen): give it back.
-                    None => {
-                        if let Some(dispose) = &self.grants {
-                            self.hub.give_back(dispose.task(token));
-                        }
-                    }
-                }
+            // A grant for one of this waiter's registrations (or, on a fair lock, a clone's
+            // that went away: see `pubsub::Channel::granted`), with that registration's terms.
+            if let Some(granted) = waiting.take_grant() {
+                hand_off = Some(HandOff {
+                    token: granted.token,
+                    registered_at: granted.registered_at,
+                    park: granted.park,
+                });
             }
         }
     }
