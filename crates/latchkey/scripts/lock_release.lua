@@ -151,10 +151,10 @@ if next and terms then
         local own = KEYS[7] .. next
         local allowed = redis.acl_check_cmd
         if terms.private and (not allowed or allowed(publish, own, '')) then
-            notify(publish, own, token .. ':' .. terms.seq)
+            notify(publish, own, string.format('%d:%s', token, terms.seq))
         else
             notify(publish, KEYS[2], '-' .. next)
-            notify(publish, KEYS[2], '-' .. token)
+            notify(publish, KEYS[2], string.format('-%d', token))
             notify(publish, KEYS[2], '-' .. terms.seq)
         end
         return 0
