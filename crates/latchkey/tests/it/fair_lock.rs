@@ -1171,6 +1171,21 @@ fn grants_key(name: &str) -> String {
     format!("latchkey_fair_grants:{{{name}}}")
 }
 
+/// Waits (10 s at most) until the waiter of `owner` on the fair lock `name` has registered to
+/// take the lock granted on release.
+async fn registered_for_grant(
+    conn: &redis::aio::MultiplexedConnection,
+    name: &str,
+    owner: &str,
+) -> bool {
+    eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        let (key, field) = (grants_key(name), owner.to_owned());
+        async move { conn.hexists(key, field).await.unwrap() }
+    })
+    .await
+}
+
 /// The release, at the script level, with a hand-made queue: a latchkey head whose registration
 /// is live is granted the lock at once (a new token, one hold, the registration's lease), leaves
 /// the queue taking its link out of the deadline chain, and alone is told, with
@@ -1268,13 +1283,7 @@ async fn a_waiting_lock_call_is_granted_the_lock_by_the_release_and_keeps_it() {
     let waiter_id = waiter.owner_id().to_owned();
     let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
     assert!(
-        eventually(Duration::from_secs(10), || {
-            let mut conn = conn.clone();
-            let key = grants_key(name);
-            let field = waiter_id.clone();
-            async move { conn.hexists(key, field).await.unwrap() }
-        })
-        .await,
+        registered_for_grant(&conn, name, &waiter_id).await,
         "the waiter registered for a grant"
     );
     let token = holder.fencing_token();
@@ -1327,22 +1336,9 @@ async fn a_grant_to_a_waiter_dropped_before_taking_it_passes_on_to_the_next() {
     let first_id = first.owner_id().to_owned();
     let mut first_lock = Box::pin(first.lock());
     // Polled until it registered for a grant, then no more.
-    let registered = async {
-        loop {
-            let field: bool = conn
-                .clone()
-                .hexists(grants_key(name), &first_id)
-                .await
-                .unwrap();
-            if field {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
     tokio::select! {
         _ = &mut first_lock => panic!("the lock is held"),
-        () = registered => {}
+        registered = registered_for_grant(&conn, name, &first_id) => assert!(registered),
     }
     let second = c.fair_lock(name);
     let second_id = second.owner_id().to_owned();
@@ -1407,13 +1403,7 @@ async fn grants_keep_redisson_waiters_chained_and_in_order() {
     let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
     assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
     assert!(
-        eventually(Duration::from_secs(10), || {
-            let mut conn = conn.clone();
-            let key = grants_key(name);
-            let field = l1_id.clone();
-            async move { conn.hexists(key, field).await.unwrap() }
-        })
-        .await,
+        registered_for_grant(&conn, name, &l1_id).await,
         "L1 registered for a grant"
     );
     let before = deadlines(&mut conn, name).await;
