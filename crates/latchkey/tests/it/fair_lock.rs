@@ -1433,3 +1433,68 @@ async fn grants_keep_redisson_waiters_chained_and_in_order() {
     let registered: bool = conn.exists(grants_key(name)).await.unwrap();
     assert!(!registered, "no registration left behind");
 }
+
+/// Two clones of one owner wait; the one whose registration is the owner's current one gives
+/// up (its future dropped), and a release grants the lock to that registration. The grant took
+/// the owner's one place in the queue, so it goes to the clone still waiting, which gets the
+/// lock ahead of the owner queued behind (given back instead, it would pass to that owner and
+/// the clone would queue again at the back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_for_a_clone_that_gave_up_goes_to_the_clone_still_waiting() {
+    let server = RedisServer::spawn();
+    let a = long_lease_client(&server).await;
+    let b = long_lease_client(&server).await;
+    let c = long_lease_client(&server).await;
+    let mut conn = server.conn().await;
+    let name = "clones";
+    let holder = a.fair_lock(name).lock().await.unwrap();
+    let staying = b.fair_lock(name);
+    let owner = staying.owner_id().to_owned();
+    let leaving = staying.clone();
+    let staying_task = tokio::spawn(async move { staying.lock().await.unwrap() });
+    assert!(queue_becomes(&server, name, &[&owner]).await);
+    assert!(registered_for_grant(&conn, name, &owner).await);
+    let before: String = conn.hget(grants_key(name), &owner).await.unwrap();
+    // The clone's lock() registers anew (its own registration number) on its second attempt.
+    let mut leaving_lock = Box::pin(leaving.lock());
+    let replaced = async {
+        eventually(Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let (owner, before) = (owner.clone(), before.clone());
+            async move {
+                let now: Option<String> = conn.hget(grants_key(name), &owner).await.unwrap();
+                now.is_some_and(|now| now != before)
+            }
+        })
+        .await
+    };
+    tokio::select! {
+        _ = &mut leaving_lock => panic!("the lock is held"),
+        replaced = replaced => assert!(replaced, "the clone registered"),
+    }
+    drop(leaving_lock);
+    let other = c.fair_lock(name);
+    let other_id = other.owner_id().to_owned();
+    let other_task = tokio::spawn(async move { other.lock().await.unwrap() });
+    assert!(queue_becomes(&server, name, &[&owner, &other_id]).await);
+    let token = holder.fencing_token();
+    holder.unlock().await.unwrap();
+    let holds: Option<u64> = conn.hget(name, &owner).await.unwrap();
+    assert_eq!(holds, Some(1), "granted to the owner");
+    let guard = tokio::time::timeout(Duration::from_secs(5), staying_task)
+        .await
+        .expect("the clone still waiting got the grant")
+        .unwrap();
+    assert_eq!(
+        guard.fencing_token(),
+        token + 1,
+        "the grant itself, not a new acquire"
+    );
+    assert_eq!(queue(&mut conn, name).await, [other_id.as_str()]);
+    guard.unlock().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), other_task)
+        .await
+        .expect("the other owner got the lock next")
+        .unwrap();
+    next.unlock().await.unwrap();
+}
