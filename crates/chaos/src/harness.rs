@@ -130,9 +130,10 @@ impl Admin {
         result
     }
 
-    /// The owner ids holding the lock hash `name` (empty when it is free or
-    /// the server cannot be asked): its fields, except a read-write lock's
-    /// `mode`, and with a write hold's `:write` suffix taken off.
+    /// The client ids (processes) holding the lock hash `name` (empty when
+    /// it is free or the server cannot be asked): its fields, except a
+    /// read-write lock's `mode`, with a write hold's `:write` suffix and the
+    /// owner id's acquire number (`<client id>:<n>`) taken off.
     pub fn holders(&mut self, name: &str) -> Vec<String> {
         let fields: Vec<String> = self
             .query(redis::cmd("HKEYS").arg(name))
@@ -140,9 +141,15 @@ impl Admin {
         fields
             .into_iter()
             .filter(|f| f != "mode")
-            .map(|f| f.strip_suffix(":write").map_or(f.clone(), str::to_owned))
+            .map(|f| client_of(f.strip_suffix(":write").unwrap_or(&f)).to_owned())
             .collect()
     }
+}
+
+/// The client id (a worker process) of an owner id `<client id>:<n>`: every acquire is an
+/// owner of its own.
+pub fn client_of(owner: &str) -> &str {
+    owner.rsplit_once(':').map_or(owner, |(client, _)| client)
 }
 
 /// Where a worker process is in its loop, judged from its history.
@@ -551,7 +558,7 @@ impl Drop for Run {
 pub struct LockKeyNames {
     /// The lock hash.
     pub lock: String,
-    /// The fencing counter (never expires, by design).
+    /// The fencing counter (expires once the lock has been idle for a while, by design).
     pub token: String,
     /// The channel every waiter of the lock listens on (a fair lock's
     /// waiters listen on `<channel>:<owner id>` instead).
@@ -561,15 +568,19 @@ pub struct LockKeyNames {
     pub waiting: Vec<String>,
     /// The longest expiry a key of [`LockKeyNames::waiting`] may have.
     pub waiting_ttl_ms: i64,
-    /// Other keys that never expire, by design, like the fencing counter (an election's
-    /// change log): not leftovers.
-    pub persistent: Vec<String>,
+    /// Other keys that outlive the holds and expire once the lock is idle, like the fencing
+    /// counter (an election's change log): not leftovers.
+    pub idle_expiring: Vec<String>,
 }
 
 /// The longest a key of latchkey's wait queue lives: a waiter registers
 /// until its next attempt (at most 2 s away) plus 2 s of slack. The same
 /// holds for a read-write lock's pending-writer marks.
 pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
+
+/// How long latchkey keeps a fencing counter (and an election's change log) after the last
+/// lease that used it: it expires then, so an idle lock leaves no key behind.
+pub const COUNTER_IDLE_MS: i64 = 60_000;
 
 impl LockKeyNames {
     /// The names for [`latchkey::Lock`] `name`: `<prefix>:{<name>}`, or
@@ -601,7 +612,7 @@ impl LockKeyNames {
                     derived("latchkey_lock_handoff"),
                 ],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
-                persistent: Vec::new(),
+                idle_expiring: Vec::new(),
             },
             Primitive::FairLock => LockKeyNames {
                 lock: name.to_owned(),
@@ -610,10 +621,9 @@ impl LockKeyNames {
                 waiting: vec![
                     derived("redisson_lock_queue"),
                     derived("redisson_lock_timeout"),
-                    derived("latchkey_fair_grants"),
                 ],
                 waiting_ttl_ms: waiter_timeout.as_millis() as i64,
-                persistent: Vec::new(),
+                idle_expiring: Vec::new(),
             },
             Primitive::WriteLock => LockKeyNames {
                 lock: name.to_owned(),
@@ -621,7 +631,7 @@ impl LockKeyNames {
                 channel: derived("redisson_rwlock"),
                 waiting: vec![derived("latchkey_rwlock_writers")],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
-                persistent: Vec::new(),
+                idle_expiring: Vec::new(),
             },
             Primitive::Election => LockKeyNames {
                 lock: derived("latchkey_election"),
@@ -633,7 +643,7 @@ impl LockKeyNames {
                     derived("latchkey_election_handoff"),
                 ],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
-                persistent: vec![derived("latchkey_election_log")],
+                idle_expiring: vec![derived("latchkey_election_log")],
             },
         }
     }
@@ -655,8 +665,8 @@ pub struct Quiesced {
     pub leftovers: Leftovers,
     /// The fencing counter's value (`None`: absent).
     pub token_counter: Option<u64>,
-    /// Whether the fencing counter has no expiry, as designed.
-    pub token_counter_persistent: bool,
+    /// The fencing counter's PTTL in ms (`None`: absent).
+    pub token_counter_pttl: Option<i64>,
     /// Every key present when the workers had stopped, with its type and
     /// PTTL in ms.
     pub keys_at_stop: BTreeMap<String, (String, i64)>,
@@ -677,14 +687,10 @@ impl Quiesced {
             parts.push("no keys".into());
         }
         format!(
-            "at stop: {}; fencing counter {:?} ({}); settled after {}",
+            "at stop: {}; fencing counter {:?} (pttl {:?} ms); settled after {}",
             parts.join(", "),
             self.token_counter,
-            if self.token_counter_persistent {
-                "no expiry"
-            } else {
-                "HAS AN EXPIRY"
-            },
+            self.token_counter_pttl,
             self.settled_after
                 .map_or_else(|| "never".to_owned(), |d| format!("{} ms", d.as_millis()))
         )
@@ -694,17 +700,19 @@ impl Quiesced {
 impl Quiesced {
     /// What was wrong with the keys present when the workers stopped, given
     /// the lock's `names` and the longest lease used: the fencing counter
-    /// must have no expiry, the lock hash an expiry of at most
+    /// (and the other idle-expiring keys) must expire within the lease plus
+    /// [`COUNTER_IDLE_MS`], the lock hash within
     /// `max_lease_ms`, the waiters' keys one of at most
     /// [`LockKeyNames::waiting_ttl_ms`]; no other key may exist. Empty when
     /// everything is accounted for.
     pub fn unaccounted_keys(&self, names: &LockKeyNames, max_lease_ms: i64) -> Vec<String> {
         let mut problems = Vec::new();
         for (key, (kind, pttl)) in &self.keys_at_stop {
+            let idle_expiry = *pttl > 0 && *pttl <= max_lease_ms + COUNTER_IDLE_MS;
             let ok = if *key == names.token {
-                kind == "string" && *pttl == -1
-            } else if names.persistent.contains(key) {
-                *pttl == -1
+                kind == "string" && idle_expiry
+            } else if names.idle_expiring.contains(key) {
+                idle_expiry
             } else if *key == names.lock {
                 kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
             } else if names.waiting.contains(key) {
@@ -777,8 +785,8 @@ pub fn subscribed_channels(admin: &mut Admin, names: &LockKeyNames) -> Vec<(Stri
 /// then accounts for what is left:
 ///
 /// * `lock_keys`: the lock hash, and any key that is not one of the lock's
-///   (the fencing counter is expected and never expires: it is not a
-///   leftover);
+///   (the fencing counter is expected and expires once the lock is idle:
+///   it is not a leftover);
 /// * `hold_counts`: the hold fields of the lock hash (a read-write lock's
 ///   `mode` field is not a hold);
 /// * `queue_entries`: members of the waiters' keys ([`LockKeyNames::waiting`]:
@@ -805,7 +813,7 @@ pub fn quiesce(
     let clean = |admin: &mut Admin| {
         scan_keys(admin)
             .iter()
-            .all(|k| *k == names.token || names.persistent.contains(k))
+            .all(|k| *k == names.token || names.idle_expiring.contains(k))
             && subscribed_channels(admin, names).is_empty()
     };
     if poll_until(settle, Duration::from_millis(50), || clean(admin)) {
@@ -813,7 +821,7 @@ pub fn quiesce(
     }
     let mut leftovers = Leftovers::default();
     for key in scan_keys(admin) {
-        if key == names.token || names.persistent.contains(&key) {
+        if key == names.token || names.idle_expiring.contains(&key) {
             continue;
         }
         if key == names.lock {
@@ -870,7 +878,7 @@ pub fn quiesce(
         .query(redis::cmd("GET").arg(&names.token))
         .unwrap_or(None);
     quiesced.token_counter = counter.and_then(|c| c.parse().ok());
-    quiesced.token_counter_persistent = pttl(admin, &names.token) == -1;
+    quiesced.token_counter_pttl = Some(pttl(admin, &names.token)).filter(|&p| p != -2);
     quiesced.leftovers = leftovers;
     quiesced
 }
@@ -945,11 +953,7 @@ mod tests {
         assert_eq!(fair.token, "redisson_lock_token:{a}");
         assert_eq!(
             fair.waiting,
-            [
-                "redisson_lock_queue:{a}",
-                "redisson_lock_timeout:{a}",
-                "latchkey_fair_grants:{a}"
-            ]
+            ["redisson_lock_queue:{a}", "redisson_lock_timeout:{a}",]
         );
         assert_eq!(fair.waiting_ttl_ms, 7000);
         let write = LockKeyNames::of(Primitive::WriteLock, "a", Duration::ZERO);

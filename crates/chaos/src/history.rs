@@ -86,7 +86,8 @@ pub fn now_ns() -> u64 {
 pub struct Event {
     /// Id of the worker slot (stable across restarts of the worker process).
     pub worker: u32,
-    /// Id of the worker process, also its lock owner id (changes when the
+    /// Id of the worker process: its client id, which every owner id of its
+    /// acquires starts with (changes when the
     /// worker process is restarted).
     pub process: String,
     /// Operation id, unique per worker; an invocation and its completion

@@ -7,8 +7,9 @@
 //!
 //! 1. connects a latchkey [`Client`] (to the lock server, or to a fault proxy
 //!    in front of it) and a plain connection to the fencing store;
-//! 2. makes one [`latchkey::Lock`] handle, whose owner id is the `process`
-//!    of every event it records, and writes that id to its owner file (see
+//! 2. makes one [`latchkey::Lock`] handle; its client's id (which every owner
+//!    id of its acquires starts with) is the `process` of every event it
+//!    records, and it writes that id to its owner file (see
 //!    [`owner_file`]) so that the harness can tell which process holds the
 //!    lock;
 //! 3. loops: `AcquireInvoke` → `lock_with` → `AcquireOk`/`AcquireFail`/
@@ -314,15 +315,17 @@ async fn connect_client(
 
 /// What the worker locks.
 enum Backend {
-    /// A reentrant lock on one server; the handle is the owner.
+    /// A lock on one server; every acquire is an owner of its own.
     Lock(latchkey::Lock),
-    /// A fair lock on one server; the handle is the owner.
+    /// A fair lock on one server; every acquire is an owner of its own.
     Fair(FairLock),
-    /// The write side of a read-write lock on one server; the handle is the owner.
+    /// The write side of a read-write lock on one server; every acquire is an owner of its
+    /// own.
     Write(WriteLock),
     /// A RedLock over several servers; every acquire is a new owner.
     RedLock(RedLock),
-    /// A leader election on one server; the handle is the owner, `value` what it campaigns
+    /// A leader election on one server; every campaign is an owner of its own, `value` what
+    /// it campaigns
     /// with.
     Election { election: Election, value: String },
 }
@@ -339,11 +342,11 @@ enum Held {
 impl Held {
     fn token(&self) -> u64 {
         match self {
-            Held::Lock(g) => g.fencing_token(),
-            Held::Fair(g) => g.fencing_token(),
-            Held::Write(g) => g.fencing_token(),
+            Held::Lock(g) => g.fencing_token().get(),
+            Held::Fair(g) => g.fencing_token().get(),
+            Held::Write(g) => g.fencing_token().get(),
             // Fencing is on (the default), so there always is a token.
-            Held::RedLock(g) => g.fencing_token().unwrap_or(0),
+            Held::RedLock(g) => g.fencing_token().map_or(0, |t| t.get()),
             Held::Election(g) => g.term(),
         }
     }
@@ -398,7 +401,7 @@ enum Ending {
     Lost,
 }
 
-/// Records `owner` (the lock handle's owner id) in the owner file and the
+/// Records `owner` (the worker's client id) in the owner file and the
 /// summary, and opens the history for it.
 fn adopt_handle(
     config: &WorkerConfig,
@@ -586,30 +589,25 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
     let (client, backend, owner) = if config.redlock_urls.is_empty() {
         let client = connect_client(&config, &config.lock_url, deadline).await?;
         let name = config.lock_name.as_str();
-        let (backend, owner) = match config.primitive {
-            Primitive::Lock => {
-                let lock = client.lock(name);
-                let owner = lock.owner_id().to_owned();
-                (Backend::Lock(lock), owner)
-            }
+        // Every acquire is an owner of its own (`<client id>:<n>`): the history names the
+        // process by its client id, which every owner id it uses starts with.
+        let owner = client.id().to_owned();
+        let backend = match config.primitive {
+            Primitive::Lock => Backend::Lock(client.lock(name)),
             Primitive::FairLock => {
                 let mut lock = client.fair_lock(name);
                 if let Some(ms) = config.waiter_timeout_ms {
                     lock = lock.with_thread_wait_time(Duration::from_millis(ms))?;
                 }
-                let owner = lock.owner_id().to_owned();
-                (Backend::Fair(lock), owner)
+                Backend::Fair(lock)
             }
-            Primitive::WriteLock => {
-                let lock = client.rw_lock(name);
-                let owner = lock.owner_id().to_owned();
-                (Backend::Write(lock.write()), owner)
-            }
+            Primitive::WriteLock => Backend::Write(client.rw_lock(name).write()),
             Primitive::Election => {
-                let election = client.election(name);
-                let owner = election.owner_id().to_owned();
                 let value = format!("worker-{}", config.worker);
-                (Backend::Election { election, value }, owner)
+                Backend::Election {
+                    election: client.election(name),
+                    value,
+                }
             }
         };
         (client, backend, owner)
@@ -622,11 +620,8 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
             .per_node_timeout(Duration::from_millis(config.redlock_node_timeout_ms))
             .build()?;
         // Every RedLock acquire is a new owner; the history names the process by its first
-        // client's handle id.
-        let owner = clients[0]
-            .lock(config.lock_name.as_str())
-            .owner_id()
-            .to_owned();
+        // client's id.
+        let owner = clients[0].id().to_owned();
         (clients[0].clone(), Backend::RedLock(redlock), owner)
     };
     let mut summary = WorkerSummary::default();

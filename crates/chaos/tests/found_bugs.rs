@@ -70,15 +70,12 @@ async fn auto_replica_sync_stops_waiting_once_the_replica_is_gone() {
 /// An acquire sent into a network black hole is answered only when the black hole lifts,
 /// after more than a lease but within the command timeout. Redis granted it for a full lease
 /// from *its* point of view; the client counts the lease from the send, so it reports the hold
-/// lost at once (rightly: it cannot prove more), and the guard's unlock then sends nothing.
-/// The hold stays in Redis, and the handle's next acquire takes it over — reset to one hold,
-/// and, since the fix, with a *new* fencing token: it used to keep the token of the hold just
-/// reported lost, so fenced storage could not refuse a late write of the first hold. (The same
-/// take-over after a lost unlock:
-/// `same_handle_after_an_unlock_that_never_reached_redis_takes_the_hold_over` in
-/// `crates/latchkey/tests/it/bad_input.rs`.)
+/// lost at once (rightly: it cannot prove more). Its unlock is `NotOwner`, and releases what is
+/// left of the hold (the owner id is that acquire's alone); the next acquire, another owner,
+/// gets the lock with a *new* fencing token, so fenced storage can refuse a late write of the
+/// first hold.
 #[tokio::test]
-async fn a_late_grant_reported_lost_is_taken_over_with_a_new_fencing_token() {
+async fn a_late_grant_reported_lost_is_released_and_the_next_hold_fenced_anew() {
     let server = RedisServer::spawn();
     let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
     let client = Client::builder(proxy.url())

@@ -230,7 +230,8 @@ pub struct ReleaseOpt {
 pub enum QueueCommand {
     /// Offer an item (JSON) to a delayed queue; it becomes ready after --delay.
     Offer(QueueOfferOpt),
-    /// Take the next ready item and print it (JSON) on stdout.
+    /// Take the next ready item, print it (JSON) on stdout, and acknowledge it (an item whose
+    /// acknowledgement failed is delivered again after the visibility timeout).
     Take(QueueTakeOpt),
     /// Show how many items wait, are ready, are being processed and are dead letters.
     Stats(QueueStatsOpt),

@@ -1,5 +1,6 @@
 //! `latchkey queue offer|take|stats`: the delayed queue and its ready list, items as JSON.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
@@ -47,13 +48,32 @@ async fn take(opt: QueueTakeOpt) -> Result<ExitCode> {
     let client = connect::client(&target.url, None).await?;
     let queue = client.blocking_queue::<Value>(opt.queue.clone());
     let context = || format!("taking from the queue `{}`", opt.queue);
-    let item = match opt.timeout {
+    let delivery = match opt.timeout {
         Some(timeout) => queue.poll(timeout).await.with_context(context)?,
         None => Some(queue.take().await.with_context(context)?),
     };
-    match item {
-        Some(item) => {
-            println!("{item}");
+    match delivery {
+        Some(delivery) => {
+            // Acknowledged once it is out: if latchkey dies before (or stdout is gone), the item
+            // stays in the queue and is delivered again after the visibility timeout.
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", delivery.item())
+                .and_then(|()| out.flush())
+                .context("printing the item")?;
+            let ack = delivery.ack().await.with_context(|| {
+                format!(
+                    "acknowledging the item taken from the queue `{}` (it is delivered again \
+                     after the visibility timeout)",
+                    opt.queue
+                )
+            })?;
+            if !ack.is_acked() {
+                eprintln!(
+                    "latchkey: this item of `{}` was delivered to another consumer too (its \
+                     visibility timeout ran out) and finished there",
+                    opt.queue
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         None => Err(coded(

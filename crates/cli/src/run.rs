@@ -91,7 +91,8 @@ async fn hold<G: Guard>(
             anyhow!("the lock `{}` is busy{holder}; {gave_up}", opt.lock),
         ));
     };
-    let token = guard.fencing_token();
+    // Both lock guards have a token.
+    let token = guard.fencing_token().map_or(0, latchkey::FencingToken::get);
     if opt.verbose {
         eprintln!(
             "latchkey: took the lock `{}` on {} (fencing token {token})",

@@ -143,7 +143,7 @@ impl LockView {
                 .map(|h| (h.owner.clone(), h.holds))
                 .collect(),
             remaining_lease: status.remaining_lease,
-            fencing_token: status.fencing_token,
+            fencing_token: status.fencing_token.map(latchkey::FencingToken::get),
             waiting: status.waiting_clients,
             fair_queue,
         }
@@ -157,7 +157,7 @@ impl LockView {
                 .map(|h| (h.owner.clone(), h.holds))
                 .collect(),
             remaining_lease: found.remaining_lease,
-            fencing_token: found.fencing_token,
+            fencing_token: found.fencing_token.map(latchkey::FencingToken::get),
             waiting: found.waiting_clients,
             fair_queue: found.fair_queue.clone(),
         }
@@ -344,7 +344,8 @@ fn lock_text(label: &str, name: &str, view: &LockView, since: Duration) -> Strin
         Some(token) => out.push_str(&format!(
             "token     {token} (the latest holder's fencing token)\n"
         )),
-        None => out.push_str("token     none (never taken by latchkey)\n"),
+        // The token counter expires 60 s after the lease of the last grant would run out.
+        None => out.push_str("token     none (not taken by latchkey recently)\n"),
     }
     out.push_str(&format!("waiting   {} client(s)\n", view.waiting));
     if !view.fair_queue.is_empty() {

@@ -58,7 +58,16 @@ async fn run_exits_with_the_commands_status_and_passes_the_token() {
     .await;
     assert_eq!(out.status.code(), Some(7));
     let first = stdout(&out);
-    assert_eq!(first.trim(), "token=1 lock=job");
+    let (token, lock) = first
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("two words: {first}"));
+    assert_eq!(lock, "lock=job");
+    let first: u64 = token
+        .strip_prefix("token=")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a token: {token}"));
+    assert!(first > 0);
 
     // The lock was released, and the next holder gets a larger token.
     let out = output(latchkey(
@@ -74,8 +83,15 @@ async fn run_exits_with_the_commands_status_and_passes_the_token() {
     ))
     .await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out).trim(), "2");
-    assert!(!client(&server).await.lock("job").is_locked().await.unwrap());
+    let second: u64 = stdout(&out).trim().parse().expect("a token");
+    assert!(second > first, "tokens go up: {first} then {second}");
+    let status = client(&server).await.lock("job").status().await.unwrap();
+    assert!(status.holders.is_empty());
+    assert_eq!(
+        status.fencing_token.map(latchkey::FencingToken::get),
+        Some(second),
+        "the latest holder's token"
+    );
 }
 
 #[tokio::test]
@@ -225,15 +241,24 @@ async fn status_json_describes_the_lock() {
     let client = client(&server).await;
     let lock = client.lock("inspected");
     let guard = lock.lock().await.unwrap();
+    // A re-entry is local: Redis (and so `status`) still sees one owner with one hold.
+    let inner = guard.reenter();
     let out = output(latchkey(Some(&server), &["status", "inspected", "--json"])).await;
     assert_eq!(out.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(json["lock"], "inspected");
     assert_eq!(json["locked"], true);
-    assert_eq!(json["holders"][0]["owner"], lock.owner_id());
+    assert_eq!(json["holders"].as_array().unwrap().len(), 1);
+    assert_eq!(json["holders"][0]["owner"], guard.owner_id());
     assert_eq!(json["holders"][0]["holds"], 1);
-    assert_eq!(json["fencing_token"], guard.fencing_token());
+    assert_eq!(json["fencing_token"], guard.fencing_token().get());
     assert!(json["remaining_lease_ms"].as_u64().unwrap() > 0);
+    // Released in Redis by the last guard only.
+    inner.unlock().await.unwrap();
+    let out = output(latchkey(Some(&server), &["status", "inspected", "--json"])).await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(json["locked"], true);
+    assert_eq!(json["holders"][0]["owner"], guard.owner_id());
     guard.unlock().await.unwrap();
 
     let out = output(latchkey(Some(&server), &["status", "inspected", "--json"])).await;
@@ -341,6 +366,16 @@ async fn queue_offer_take_and_stats() {
     assert_eq!(out.status.code(), Some(0));
     let item: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(item["order"], 1001);
+    // Taken and acknowledged: nothing is left, not even in flight.
+    let out = output(latchkey(
+        Some(&server),
+        &["queue", "stats", "jobs", "--json"],
+    ))
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["delayed"], 0);
+    assert_eq!(json["ready"], 0);
+    assert_eq!(json["in_flight"], 0);
     let out = output(latchkey(
         Some(&server),
         &["queue", "take", "jobs", "--timeout", "0"],
@@ -442,9 +477,20 @@ async fn status_json_describes_every_kind() {
     let lock_guard = lock.lock().await.unwrap();
     let fair = client.fair_lock("f");
     let fair_guard = fair.lock().await.unwrap();
-    let waiter = fair.new_owner();
-    let waiter_id = waiter.owner_id().to_owned();
-    let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
+    // A waiter in the fair lock's line, as a Redisson (Java) `RFairLock` waiter queues itself:
+    // its owner id in the queue, its deadline (server ms) in the timeout zset. Written directly,
+    // it stays in line for the whole test.
+    let waiter_id = "5f1f4f33-6a47-4c1b-9a55-0d4e3b6d1c2e:77";
+    let mut conn = server.conn().await;
+    let (now_s, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let _: () = redis::pipe()
+        .rpush("redisson_lock_queue:{f}", waiter_id)
+        .ignore()
+        .zadd("redisson_lock_timeout:{f}", waiter_id, (now_s + 600) * 1000)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let rw = client.rw_lock("rw");
     let write = rw.write().lock().await.unwrap();
     let semaphore = client.semaphore("s");
@@ -453,13 +499,7 @@ async fn status_json_describes_every_kind() {
     let leased = client.permit_semaphore("p");
     assert!(leased.try_set_permits(2).await.unwrap());
     let lease = leased.acquire(1).await.unwrap();
-    // The waiter is in the fair lock's line once its entry is there.
-    for _ in 0..200 {
-        if !fair.queue().await.unwrap().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert_eq!(fair.queue().await.unwrap(), [waiter_id]);
 
     let out = output(latchkey(
         Some(&server),
@@ -476,12 +516,12 @@ async fn status_json_describes_every_kind() {
         unreachable!()
     };
     assert_eq!(l["kind"], "lock");
-    assert_eq!(l["holders"][0]["owner"], lock.owner_id());
-    assert_eq!(l["fencing_token"], lock_guard.fencing_token());
+    assert_eq!(l["holders"][0]["owner"], lock_guard.owner_id());
+    assert_eq!(l["fencing_token"], lock_guard.fencing_token().get());
     assert!(l["remaining_lease_ms"].as_u64().unwrap() > 0);
 
     assert_eq!(f["kind"], "fair_lock");
-    assert_eq!(f["holders"][0]["owner"], fair.owner_id());
+    assert_eq!(f["holders"][0]["owner"], fair_guard.owner_id());
     assert_eq!(f["fair_queue"], serde_json::json!([waiter_id]));
 
     assert_eq!(w["kind"], "rw_lock");
@@ -489,10 +529,11 @@ async fn status_json_describes_every_kind() {
     assert_eq!(w["locked"], true);
     assert_eq!(
         w["holders"][0]["owner"],
-        format!("{}:write", rw.owner_id()),
+        write.owner_id(),
         "the writer's field"
     );
-    assert_eq!(w["fencing_token"], write.fencing_token());
+    assert!(write.owner_id().ends_with(":write"));
+    assert_eq!(w["fencing_token"], write.fencing_token().get());
 
     assert_eq!(s["kind"], "semaphore");
     assert_eq!(s["available"], 1);
@@ -504,7 +545,6 @@ async fn status_json_describes_every_kind() {
     assert!(p["leased"][0]["remaining_lease_ms"].as_u64().unwrap() > 0);
 
     fair_guard.unlock().await.unwrap();
-    waiting.await.unwrap().unwrap();
     drop((lock_guard, write, permits, lease));
 }
 

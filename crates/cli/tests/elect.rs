@@ -48,10 +48,22 @@ async fn elect_runs_the_command_as_leader_with_its_term_and_resigns() {
     ))
     .await;
     assert_eq!(out.status.code(), Some(3), "the command's status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [term, token, election] = words[..] else {
+        panic!("three words: {text}")
+    };
+    let term: u64 = term
+        .strip_prefix("term=")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a term: {text}"));
+    assert!(term > 0);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "term=1 token=1 election=jobs"
+        token,
+        format!("token={term}"),
+        "the term is the fencing token"
     );
+    assert_eq!(election, "election=jobs");
     let election = client(&server).await.election("jobs");
     assert_eq!(election.leader().await.unwrap(), None, "resigned");
     let out = output(latchkey(
@@ -60,7 +72,11 @@ async fn elect_runs_the_command_as_leader_with_its_term_and_resigns() {
     ))
     .await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
+    let next: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a term");
+    assert!(next > term, "terms go up: {term} then {next}");
 }
 
 /// Four processes campaign at once: each leads in turn (standbys wait), their commands never
@@ -118,7 +134,7 @@ async fn elect_with_wait_zero_while_another_leads_is_busy() {
     assert_eq!(out.status.code(), Some(75));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("node-a") && stderr.contains("term 1"),
+        stderr.contains(&format!("(led by node-a, term {})", leadership.term())),
         "{stderr}"
     );
     leadership.resign().await.unwrap();
@@ -199,19 +215,29 @@ async fn leader_prints_the_leader_and_watch_follows_every_change() {
     assert_eq!(next_line(&mut lines).await, "no leader");
     let client = client(&server).await;
     let mut leadership = client.election("watched").campaign("node-a").await.unwrap();
+    let first = leadership.term();
     leadership.proclaim("node-a2").await.unwrap();
     leadership.resign().await.unwrap();
-    assert_eq!(next_line(&mut lines).await, "leader node-a term 1");
-    assert_eq!(next_line(&mut lines).await, "leader node-a2 term 1");
+    assert_eq!(
+        next_line(&mut lines).await,
+        format!("leader node-a term {first}")
+    );
+    assert_eq!(
+        next_line(&mut lines).await,
+        format!("leader node-a2 term {first}"),
+        "a proclamation keeps the term"
+    );
     assert_eq!(next_line(&mut lines).await, "no leader");
     watch.kill().await.unwrap();
 
     let leadership = client.election("watched").campaign("node-b").await.unwrap();
+    let second = leadership.term();
+    assert!(second > first, "terms go up: {first} then {second}");
     let out = output(latchkey(&server, &["leader", "--json", "watched"])).await;
     let parsed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         parsed,
-        serde_json::json!({"election": "watched", "leader": "node-b", "term": 2})
+        serde_json::json!({"election": "watched", "leader": "node-b", "term": second})
     );
     leadership.resign().await.unwrap();
 

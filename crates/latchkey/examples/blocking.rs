@@ -21,19 +21,21 @@ fn main() -> latchkey::Result<()> {
 
     // A latch the main thread waits on until every worker has finished (named for this run:
     // a latch is deleted when it reaches zero, but an interrupted run would leave its count).
+    // The handles are the async API's; `client.run` runs their operations and waits.
     const WORKERS: u64 = 4;
     let done = client.count_down_latch(format!("example:blocking:done:{}", client.id()));
-    done.try_set_count(WORKERS)?;
+    client.run(done.try_set_count(WORKERS))?;
 
     let workers: Vec<_> = (0..WORKERS)
         .map(|n| {
-            // One handle per thread: each is its own owner, so they exclude each other
-            // (clones of one handle would share its holds).
+            // Every acquire is an owner of its own: the threads exclude each other, whether
+            // they share a handle or not.
             let lock = client.lock("example:blocking:record");
-            let done = done.clone();
+            let (client, done) = (client.clone(), done.clone());
             thread::spawn(move || -> latchkey::Result<()> {
-                let guard = lock.lock()?; // waits (woken by pub/sub) until the lock is free
-                                          // A store would refuse writes with a token smaller than one it has seen.
+                // Waits (woken by pub/sub) until the lock is free.
+                let guard = client.hold(lock.lock())?;
+                // A store would refuse writes with a token smaller than one it has seen.
                 println!(
                     "worker {n}: writing with fencing token {}",
                     guard.fencing_token()
@@ -43,7 +45,7 @@ fn main() -> latchkey::Result<()> {
                     eprintln!("worker {n}: lock lost, the write is not protected");
                 }
                 guard.unlock()?; // or just drop it: the release is handed to the runtime
-                done.count_down()?;
+                client.run(done.count_down())?;
                 Ok(())
             })
         })
@@ -51,18 +53,18 @@ fn main() -> latchkey::Result<()> {
 
     // Meanwhile, a delayed item: offered now, ready in 200 ms.
     let delayed = client.delayed_queue::<String>("example:blocking:mail");
-    delayed.offer(&"welcome".to_owned(), Duration::from_millis(200))?;
+    client.run(delayed.offer(&"welcome".to_owned(), Duration::from_millis(200)))?;
     let inbox = client.blocking_queue::<String>("example:blocking:mail");
-    if let Some(mail) = inbox.poll_reliable(Duration::from_secs(5))? {
-        println!("received {:?} (delivery {})", *mail, mail.attempt());
+    if let Some(mail) = client.try_hold(inbox.poll(Duration::from_secs(5)))? {
+        println!("received {:?} (delivery {})", mail.item(), mail.attempt());
         // Unacknowledged, it would be delivered again; `AlreadyFinished` would mean another
         // delivery of the same item finished it first.
-        if !mail.ack()?.is_acked() {
+        if !mail.consume(|mail| mail.ack())?.is_acked() {
             println!("another delivery finished it first");
         }
     }
 
-    if done.wait_for(Duration::from_secs(30))? {
+    if client.run(done.wait_for(Duration::from_secs(30)))? {
         println!("all {WORKERS} workers finished");
     }
     for worker in workers {

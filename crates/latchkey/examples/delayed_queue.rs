@@ -2,13 +2,13 @@
 //! they fail, and set aside as dead letters when they keep failing.
 //!
 //! A producer offers jobs to a `DelayedQueue`; each becomes ready in the `BlockingQueue` of the
-//! same name when its delay is up. The worker takes them with `take_reliable`: the job stays in
+//! same name when its delay is up. The worker takes them with `poll` (or `take`): the job stays in
 //! Redis, invisible to other workers, until it is settled. `ack` finishes it; `nack_after`
 //! gives it back for a retry later. A worker that dies mid-job settles nothing, and the job
 //! comes back after the visibility timeout: at least once, so make jobs idempotent. A job that
 //! always fails would come back forever, so after a few attempts the worker moves it to a queue
 //! of dead letters for a human. A payload the worker cannot decode is set aside by the library
-//! (its dead-letter hash) and reported as a codec error, which must not stop the worker.
+//! (its dead-letter hash, counted by `dead_letter_len`): the worker never sees it.
 //!
 //! Run: `cargo run -p latchkey --example delayed_queue` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
@@ -62,17 +62,10 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         .blocking_queue::<Job>("jobs")
         .with_visibility_timeout(Duration::from_secs(1))?;
     let dead = client.blocking_queue::<Job>("jobs-dead");
-    let (mut done, mut dead_lettered, mut undecodable) = (0, 0, 0);
-    while done + dead_lettered < 4 || undecodable < 1 {
-        let delivery = match ready.poll_reliable(Duration::from_secs(5)).await {
-            Ok(Some(delivery)) => delivery,
-            Ok(None) => return Err("no job came within 5 s".into()),
-            Err(e) if e.is_codec() => {
-                println!("bad payload set aside: {e}");
-                undecodable += 1;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+    let (mut done, mut dead_lettered) = (0, 0);
+    while done + dead_lettered < 4 {
+        let Some(delivery) = ready.poll(Duration::from_secs(5)).await? else {
+            return Err("no job came within 5 s".into());
         };
         let (job, attempt) = (delivery.item(), delivery.attempt());
         println!("job {} ({}), attempt {attempt}", job.id, job.kind);

@@ -17,7 +17,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use latchkey::{Client, LockOptions};
+use latchkey::{Client, FencingToken, LockOptions};
 
 const NAMESPACE: &str = "latchkey-example-fencing";
 
@@ -26,16 +26,18 @@ const NAMESPACE: &str = "latchkey-example-fencing";
 #[derive(Default)]
 struct Store {
     /// The largest token accepted so far, and the value written with it.
-    last: Mutex<(u64, String)>,
+    last: Mutex<Option<(FencingToken, String)>>,
 }
 
 impl Store {
-    fn write(&self, token: u64, value: &str) -> Result<(), String> {
+    fn write(&self, token: FencingToken, value: &str) -> Result<(), String> {
         let mut last = self.last.lock().unwrap();
-        if token < last.0 {
-            return Err(format!("token {token} is older than {}", last.0));
+        if let Some((newest, _)) = &*last {
+            if token < *newest {
+                return Err(format!("token {token} is older than {newest}"));
+            }
         }
-        *last = (token, value.to_owned());
+        *last = Some((token, value.to_owned()));
         Ok(())
     }
 }
@@ -52,8 +54,8 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::builder(url).namespace(NAMESPACE).connect().await?;
     let store = Store::default();
 
-    // Two handles are two owners (as two processes would be); clones of one handle would share
-    // its holds instead.
+    // Every acquire is an owner of its own, so one handle would do; two stand for the two
+    // processes of a real deployment.
     let worker_a = client.lock("account:42");
     let worker_b = client.lock("account:42");
 
@@ -82,6 +84,8 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     guard_b.unlock().await?;
-    println!("final value: {:?}", store.last.lock().unwrap());
+    if let Some((token, value)) = &*store.last.lock().unwrap() {
+        println!("final value: {value:?} (token {token})");
+    }
     Ok(())
 }

@@ -63,10 +63,13 @@ async fn run(urls: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let left = guard_a
         .valid_until()
         .saturating_duration_since(Instant::now());
+    // A RedLock built with fencing (the default) gives every hold a token.
+    let token_a = guard_a
+        .fencing_token()
+        .ok_or("a fenced RedLock gives tokens")?;
     println!(
-        "A holds the lock on nodes {:?}, token {:?}, valid for {} ms (renewed by the watchdog)",
+        "A holds the lock on nodes {:?}, token {token_a}, valid for {} ms (renewed by the watchdog)",
         guard_a.nodes(),
-        guard_a.fencing_token(),
         left.as_millis()
     );
 
@@ -77,10 +80,13 @@ async fn run(urls: &[String]) -> Result<(), Box<dyn std::error::Error>> {
 
     guard_a.unlock().await?;
     let guard_b = owner_b.lock().await?;
-    println!(
-        "after A let go, B holds it with token {:?}",
-        guard_b.fencing_token()
-    );
+    let token_b = guard_b
+        .fencing_token()
+        .ok_or("a fenced RedLock gives tokens")?;
+    println!("after A let go, B holds it with token {token_b}");
+    if token_b <= token_a {
+        return Err(format!("B's token {token_b} is not larger than A's {token_a}").into());
+    }
     if !owner_a.down_nodes().is_empty() {
         println!(
             "nodes down (skipped and probed in the background): {:?}",

@@ -59,7 +59,8 @@ async fn round(
     let _: () = redis.mset(&[(VERSION, "0"), (BODY, "prices v0")]).await?;
     let until = Instant::now() + Duration::from_millis(600);
 
-    // The refresher: its own handle (its own owner), as another process would have.
+    // The refresher: a handle of its own, as another process would have (every acquire is an
+    // owner of its own in any case).
     let lock = client.rw_lock("prices");
     let mut redis = cache.clone();
     let refresher = tokio::spawn(async move {

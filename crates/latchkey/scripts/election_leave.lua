@@ -14,7 +14,7 @@
 --
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
-acl_check({'del', 'exists', 'get', 'hdel', 'hget', 'hlen', 'set', 'time', 'type', 'zcard',
+acl_check({'del', 'get', 'hdel', 'hget', 'hlen', 'set', 'time', 'type', 'zcard',
     'zrange', 'zrem'})
 if try_call('zcard', KEYS[3]) == nil or try_call('hlen', KEYS[4]) == nil then
     return 0
@@ -24,7 +24,7 @@ if reserved == nil then
     return 0
 end
 local handed_over = reserved == ARGV[1]
-local vacant = redis.call('exists', KEYS[1]) == 0
+local vacant = key_type(KEYS[1]) == 'none'
 if handed_over and vacant then
     -- Only then is anything published: checked before the first write.
     acl_check({}, publish, {KEYS[2]})

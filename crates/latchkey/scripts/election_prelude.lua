@@ -2,13 +2,16 @@
 --
 -- The leader key is a hash with one field, the leader's owner id, holding "<term>:<value>": the
 -- layout of a held lock (one owner field, PEXPIRE = lease), so the lock's renew script keeps it.
--- The term is the election's fencing token: INCR of a counter that never expires.
+-- The term is the election's fencing token, from a counter that expires with the election idle
+-- (see next_token in the prelude: terms keep increasing across its expiry).
 --
 -- The change log is a list of the last LOG_LENGTH changes, oldest first, each
 -- "<version>:<term>:<kind>:<value>": kind "L" a leader was elected (value: its value), "P" the
 -- leader proclaimed a new value, "N" the term ended without a leader after it (resigned, or
 -- found expired by the next campaign). Versions count up by one per entry, so an observer can
--- tell which entries it has seen; the log never expires, like the term counter.
+-- tell which entries it has seen. The log expires ARGV-given ms after its last change; an
+-- observer that finds it gone (or shorter than what it saw) reads it from the start, and the
+-- order of terms keeps its stream from going back.
 local LOG_LENGTH = 16
 
 -- The term and value of a leader key's payload "<term>:<value>".
@@ -30,11 +33,14 @@ local function parse_entry(entry)
 end
 
 -- Appends a change to the log at `key`, whose last entry is `last` (read before the first
--- write), and keeps the last LOG_LENGTH entries. Returns the appended entry's version.
-local function append_log(key, last, term, kind, value)
+-- write), keeps the last LOG_LENGTH entries and lets the log live `ttl_ms` more. Returns the
+-- appended entry's version.
+local function append_log(key, last, term, kind, value, ttl_ms)
     local version = (parse_entry(last) or 0) + 1
-    redis.call('rpush', key, version .. ':' .. term .. ':' .. kind .. ':' .. value)
+    redis.call('rpush', key, version .. ':' .. string.format('%d', term) .. ':' .. kind .. ':'
+        .. value)
     redis.call('ltrim', key, -LOG_LENGTH, -1)
+    redis.call('pexpire', key, string.format('%d', ttl_ms))
     return version
 end
 

@@ -7,21 +7,22 @@
 -- ARGV[2]  its term
 -- ARGV[3]  the new value
 -- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
+-- ARGV[5]  how long the change log outlives this change, in ms
 --
 -- Returns 1 when the value was changed (and the change published), 0 when the caller does not
 -- lead in that term (nothing changes).
 local publish = publish_command(ARGV[4])
-acl_check({'hget', 'hset', 'lindex', 'ltrim', 'rpush', 'type'}, publish, {KEYS[3]})
+acl_check({'hget', 'hset', 'lindex', 'ltrim', 'pexpire', 'rpush', 'type'}, publish, {KEYS[3]})
 local payload = read('the leader key', 'hash', 'hget', KEYS[1], ARGV[1])
 if not payload then
     return 0
 end
 local term = parse_payload(payload)
-if tostring(term) ~= ARGV[2] then
+if string.format('%d', term or 0) ~= ARGV[2] then
     return 0
 end
 local last = read('the change log', 'list', 'lindex', KEYS[2], -1)
-redis.call('hset', KEYS[1], ARGV[1], term .. ':' .. ARGV[3])
-append_log(KEYS[2], last, term, 'P', ARGV[3])
-notify(publish, KEYS[3], term)
+redis.call('hset', KEYS[1], ARGV[1], string.format('%d', term) .. ':' .. ARGV[3])
+append_log(KEYS[2], last, term, 'P', ARGV[3], ARGV[5])
+notify(publish, KEYS[3], string.format('%d', term))
 return 1

@@ -1,32 +1,25 @@
--- Acquire (or re-enter) a fair lock, kept in Redisson's RedissonFairLock layout.
+-- Acquire a fair lock, kept in Redisson's RedissonFairLock layout.
 --
--- KEYS[1]  the lock hash: field "<client-uuid>:<handle>" -> hold count, PEXPIRE = lease
--- KEYS[2]  the fencing counter (a string holding an integer, never expires)
+-- KEYS[1]  the lock hash: field "<client-uuid>:<n>" (the acquire's owner id) -> hold count,
+--          PEXPIRE = lease
+-- KEYS[2]  the fencing counter (a string holding the last token, see next_token)
 -- KEYS[3]  the wait queue: redisson_lock_queue:{<name>}, a list of owner ids, head first
 -- KEYS[4]  the waiters' deadlines: redisson_lock_timeout:{<name>}, a zset owner id -> the
 --          server time (ms) after which the entry is stale and is dropped
 -- KEYS[5]  the wake channel prefix: redisson_lock__channel:{<name>}; a waiter listens on
 --          "<prefix>:<owner id>"
--- KEYS[6]  latchkey's grant registrations: latchkey_fair_grants:{<name>}, a hash owner id ->
---          "<until>:<seq>:<grant ms>:<W ms>" (see ARGV[7])
 -- ARGV[1]  lease in milliseconds
--- ARGV[2]  owner id (the hash field)
+-- ARGV[2]  owner id (the hash field; one acquire's own)
 -- ARGV[3]  the thread wait time W in ms (Redisson's threadWaitTime): the deadline of a queued
 --          entry is W past the one ahead of it (see below)
 -- ARGV[4]  how long the caller parks before its next attempt at most, in ms; 0 = it will not
 --          wait (do not queue it)
 -- ARGV[5]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
 -- ARGV[6]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[7]  "" or "<seq>:<grant ms>": if the caller queues, it also takes the lock granted on
---          release (see fair_release.lua) with the lease <grant ms>, announced to it on its
---          channel as "<token>:<seq>". Registered in KEYS[6] until its next attempt is
---          certainly overdue (its park + 2 s); "" removes a registration of the owner.
--- ARGV[8]  "1" when the caller knows it holds nothing (no guard, no other attempt in flight):
---          a hold of its owner id found in Redis is then stranded (an acquire whose answer was
---          lost, an unlock that never arrived) and is taken over as a new hold (one hold, a new
---          fencing token) instead of re-entered
+-- ARGV[7]  how long the fencing counter outlives the grant, in ms
 --
--- Returns {1, fencing_token, hold_count} when the caller holds the lock afterwards, or
+-- Returns {1, fencing_token} when the caller holds the lock afterwards (granted now, or by an
+-- earlier sending of the same attempt, whose answer was lost), or
 -- {0, retry_after_ms, queued} when it does not: retry_after_ms is when the obstacle (the
 -- holder's lease, or the head waiter's deadline) runs out at the latest (-1: no expiry), and
 -- queued is 1 when the caller is in the queue.
@@ -48,17 +41,16 @@
 --   latchkey waiter never goes stale however long the holders keep the lock, and a vanished
 --   one is dropped about W (+ the lease the lock had left) after its turn came.
 local publish = publish_command(ARGV[6])
-acl_check({'get', 'hdel', 'hexists', 'hincrby', 'hset', 'incr', 'lindex', 'lpop', 'lrange', 'lrem',
-    'pexpire', 'pttl', 'rpush', 'time', 'type', 'zadd', 'zincrby', 'zrange', 'zrangebyscore',
-    'zrem', 'zscore'}, publish)
+acl_check({'get', 'hexists', 'hset', 'lindex', 'lpop', 'lrange', 'lrem', 'pexpire', 'pttl',
+    'rpush', 'set', 'time', 'type', 'zadd', 'zincrby', 'zrange', 'zrangebyscore', 'zrem',
+    'zscore'}, publish)
 if not tonumber(ARGV[3]) or tonumber(ARGV[3]) <= 0 then
     return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end
 local lock_type = expect_type(KEYS[1], 'hash', 'the lock key')
-expect_type(KEYS[2], 'string', 'the fencing counter')
+expect_count(KEYS[2], 'the fencing counter')
 expect_type(KEYS[3], 'list', 'the wait queue')
 expect_type(KEYS[4], 'zset', 'the waiter deadlines')
-expect_type(KEYS[6], 'hash', 'the grant registrations')
 
 local owner = ARGV[2]
 local wait = tonumber(ARGV[3])
@@ -79,52 +71,30 @@ local function purge()
         end
         redis.call('lpop', KEYS[3])
         redis.call('zrem', KEYS[4], head)
-        redis.call('hdel', KEYS[6], head)
         changed = true
     end
     local stale = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
     for _, id in ipairs(stale) do
         redis.call('zrem', KEYS[4], id)
         redis.call('lrem', KEYS[3], 0, id)
-        redis.call('hdel', KEYS[6], id)
     end
     return changed
-end
-
--- Takes the owner out of the queue and its link out of the chain (see unlink), with its
--- registration.
-local function leave_queue()
-    unlink(KEYS[3], KEYS[4], owner, wait)
-    redis.call('hdel', KEYS[6], owner)
 end
 
 local head_changed = purge()
 
 if lock_type == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
-    if ARGV[8] == '1' then
-        -- A stranded hold taken over: a new critical section, so a new fencing token (INCR
-        -- first: it fails on a corrupt counter before anything is written).
-        local token = redis.call('incr', KEYS[2])
-        redis.call('hset', KEYS[1], owner, 1)
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        leave_queue()
-        return {1, token, 1}
-    end
-    local holds = redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    leave_queue()
-    local token = tonumber(redis.call('get', KEYS[2]) or '0') or 0
-    return {1, token, holds}
+    -- Granted to this owner by an earlier sending of this attempt (which left the queue).
+    return {1, tonumber(redis.call('get', KEYS[2])) or 0}
 end
 
 local head = redis.call('lindex', KEYS[3], 0)
 if lock_type == 'none' and (not head or head == owner) then
-    -- INCR first: if the counter is not an integer it fails before anything was written.
-    local token = redis.call('incr', KEYS[2])
-    leave_queue()
+    local token = next_token(KEYS[2], ARGV[1] + ARGV[7])
+    unlink(KEYS[3], KEYS[4], owner, wait)
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, token, 1}
+    return {1, token}
 end
 
 if lock_type == 'none' and head_changed then
@@ -162,12 +132,6 @@ if tonumber(ARGV[4]) > 0 then
         deadline = floor
     end
     redis.call('zadd', KEYS[4], deadline, owner)
-    if ARGV[7] ~= '' then
-        redis.call('hset', KEYS[6], owner,
-            (now + tonumber(ARGV[4]) + 2000) .. ':' .. ARGV[7] .. ':' .. ARGV[3])
-    else
-        redis.call('hdel', KEYS[6], owner)
-    end
     -- A raised deadline must not catch up with the entries behind: they stay W apart.
     local prev = deadline
     for i = place + 2, #ids do
@@ -181,7 +145,7 @@ if tonumber(ARGV[4]) > 0 then
         prev = prev + wait
         redis.call('zadd', KEYS[4], prev, ids[i])
     end
-    for _, i in ipairs({3, 4, 6}) do
+    for _, i in ipairs({3, 4}) do
         if redis.call('pttl', KEYS[i]) < wait then
             redis.call('pexpire', KEYS[i], wait)
         end

@@ -8,8 +8,6 @@
 -- KEYS[2]  the wait queue (list of owner ids, head first)
 -- KEYS[3]  the waiters' deadlines (zset owner id -> server ms)
 -- KEYS[4]  the wake channel prefix; a waiter listens on "<prefix>:<owner id>"
--- KEYS[5]  latchkey's grant registrations (hash owner id -> terms, see fair_acquire.lua): the
---          leaver's is removed, so that no release grants it the lock
 -- ARGV[1]  the leaving owner id
 -- ARGV[2]  the wake message ("0")
 -- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
@@ -18,7 +16,7 @@
 -- Returns 1 when the entry was removed, 0 when there was none. Keys of unexpected types are
 -- left alone.
 local publish = publish_command(ARGV[3])
-acl_check({'exists', 'hdel', 'lindex', 'lpop', 'lrange', 'lrem', 'time', 'type', 'zincrby', 'zrem',
+acl_check({'lindex', 'lpop', 'lrange', 'lrem', 'time', 'type', 'zincrby', 'zrem',
     'zscore'}, publish)
 local queue_type = key_type(KEYS[2])
 local deadlines_type = key_type(KEYS[3])
@@ -30,8 +28,6 @@ local wait = tonumber(ARGV[4])
 if not wait or wait <= 0 then
     return redis.error_reply('ERR the thread wait time must be a positive number of ms')
 end
--- HDEL refuses a key of another type: it is left alone.
-try_call('hdel', KEYS[5], ARGV[1])
 local ids = redis.call('lrange', KEYS[2], 0, -1)
 local was_head = ids[1] == ARGV[1]
 local behind = false
@@ -48,7 +44,7 @@ local removed = redis.call('lrem', KEYS[2], 0, ARGV[1]) + redis.call('zrem', KEY
 if removed == 0 then
     return 0
 end
-if not was_head or redis.call('exists', KEYS[1]) == 1 then
+if not was_head or key_type(KEYS[1]) ~= 'none' then
     return 1
 end
 -- The lock is free and the leaver was first: wake the next live waiter.

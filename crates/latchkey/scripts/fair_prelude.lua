@@ -55,17 +55,3 @@ local function unlink(queue, deadlines, owner, wait)
     end
     redis.call('lrem', queue, 0, owner)
 end
-
--- The grant terms of a waiter's registration (see fair_acquire.lua), a string
--- "<until>:<seq>:<grant ms>:<wait ms>", or nil when it lapsed by the server time `now` (the
--- waiter stopped attempting) or is not one.
-local function grant_terms(value, now)
-    if type(value) ~= 'string' then
-        return nil
-    end
-    local live, seq, lease, wait = string.match(value, '^(%d+):(%d+):(%d+):(%d+)$')
-    if not live or tonumber(live) < now or tonumber(wait) <= 0 then
-        return nil
-    end
-    return {seq = seq, lease = lease, wait = tonumber(wait)}
-end

@@ -4,7 +4,7 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the unlock channel
 -- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  latchkey's waiter registrations (hash: client wake id -> registration)
+-- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
 -- KEYS[5]  the hand-off reservation (string: wake id)
 -- ARGV[1]  the leaving client's wake id
 -- ARGV[2]  how long a hand-off reservation lasts, in ms
@@ -13,7 +13,7 @@
 --
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
-acl_check({'del', 'exists', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
+acl_check({'del', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
 local queue_type = key_type(KEYS[3])
 local alive_type = key_type(KEYS[4])
 local reservation_type = key_type(KEYS[5])
@@ -25,7 +25,7 @@ end
 -- publish is checked then only (before any write), so that a user who may not publish to the
 -- channel still unregisters.
 local handed_off = redis.call('get', KEYS[5]) == ARGV[1]
-local free = redis.call('exists', KEYS[1]) == 0
+local free = key_type(KEYS[1]) == 'none'
 if handed_off and free then
     acl_check({}, publish, {KEYS[2]})
 end
@@ -38,10 +38,20 @@ redis.call('del', KEYS[5])
 if not free then
     return 0
 end
-local next = pick_next(now_ms())
-if next then
-    redis.call('set', KEYS[5], next, 'PX', ARGV[2])
-    notify(publish, KEYS[2], next)
+local now = now_ms()
+for _ = 1, 16 do
+    local next = redis.call('zrange', KEYS[3], 0, 0)[1]
+    if not next then
+        break
+    end
+    local alive = tonumber(redis.call('hget', KEYS[4], next))
+    redis.call('zrem', KEYS[3], next)
+    redis.call('hdel', KEYS[4], next)
+    if alive and alive >= now then
+        redis.call('set', KEYS[5], next, 'PX', ARGV[2])
+        notify(publish, KEYS[2], next)
+        break
+    end
 end
 notify(publish, KEYS[2], ARGV[3])
 return 1

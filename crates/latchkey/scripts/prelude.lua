@@ -123,3 +123,19 @@ local function read(what, want, command, key, ...)
     end
     return reply
 end
+
+-- The next fencing token of the counter `key` (a string holding the last token), written back
+-- with the expiry `ttl_ms`: the larger of the last token + 1 and `floor` (by default the server
+-- clock in microseconds), so that tokens keep increasing after the counter expired (its object
+-- idle) and after a failover lost it, as long as the clocks do not go back. A counter that is
+-- not a count is refused (WRONGTYPE) before anything is written; the SET is the caller's first
+-- write when it comes first.
+local function next_token(key, ttl_ms, floor)
+    local last = read('the fencing counter', 'string', 'get', key)
+    if last and not tonumber(last) then
+        wrong_type('the fencing counter holds a string that is not a count')
+    end
+    local token = string.format('%d', math.max((tonumber(last) or 0) + 1, floor or now_us()))
+    redis.call('set', key, token, 'PX', string.format('%d', ttl_ms))
+    return tonumber(token)
+end

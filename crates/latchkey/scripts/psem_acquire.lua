@@ -11,13 +11,17 @@
 --
 -- Leases that have ended are reclaimed first (their permits become available again, and the new
 -- available count is published). Returns {1, available_after} when the permits were taken,
--- otherwise {0, available, ms_until_the_next_lease_ends} (-1 when no lease is out).
+-- otherwise {0, available, ms_until_the_next_lease_ends} (-1 when no lease is out), or {-1}
+-- when the semaphore was never set up (no count key and no lease).
 -- Deadlines come from the server clock (TIME). Key types are checked before the first write.
 local publish = publish_command(ARGV[2])
 acl_check({'decrby', 'get', 'incrby', 'time', 'type', 'zadd', 'zrange', 'zrangebyscore',
     'zrem'}, publish, {KEYS[3]})
-local available = expect_count(KEYS[1], 'the semaphore key') or 0
-expect_type(KEYS[2], 'zset', 'the permit leases')
+local available = expect_count(KEYS[1], 'the semaphore key')
+if expect_type(KEYS[2], 'zset', 'the permit leases') == 'none' and available == nil then
+    return {-1}
+end
+available = available or 0
 
 local now = now_ms()
 

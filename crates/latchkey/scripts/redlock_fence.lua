@@ -4,15 +4,18 @@
 -- KEYS[2]  the node's fencing counter: redisson_lock_token:{<name>}
 -- ARGV[1]  owner field
 -- ARGV[2]  the hold's fencing token (the largest counter of the nodes that granted it)
+-- ARGV[3]  how long the counter lives on, in ms (it expires with the lock idle)
 --
 -- Returns 1 when the owner still holds the lock on this node and the counter is now at least the
 -- token, 0 otherwise (nothing changes then). Because the raise happens while the owner holds
 -- the node, every later holder of this node increments past the token.
-acl_check({'get', 'hexists', 'set', 'type'})
+acl_check({'get', 'hexists', 'pttl', 'set', 'type'})
 if key_type(KEYS[1]) ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return 0
 end
 if (expect_count(KEYS[2], 'the fencing counter') or 0) < tonumber(ARGV[2]) then
-    redis.call('set', KEYS[2], ARGV[2])
+    -- At least as long as the lock, and a while after.
+    local ttl = math.max(redis.call('pttl', KEYS[1]), 0) + tonumber(ARGV[3])
+    redis.call('set', KEYS[2], ARGV[2], 'PX', string.format('%d', ttl))
 end
 return 1

@@ -6,7 +6,7 @@
 -- ARGV[1]  how many permits to take (>= 1)
 --
 -- Returns {1, available_after} when the permits were taken, {0, available} when there are not
--- enough (available is 0 when the semaphore was never set up). A key of another type, or a
+-- enough, {-1} when the semaphore was never set up (no count key). A key of another type, or a
 -- string that is not an integer, is an error and nothing changes.
 --
 -- More permits available than the record says means a Redisson client added some (it never
@@ -15,7 +15,9 @@
 acl_check({'decrby', 'get', 'set', 'type'})
 local available = expect_count(KEYS[1], 'the semaphore key')
 local total = expect_count(KEYS[2], 'the semaphore total')
-available = available or 0
+if available == nil then
+    return {-1}
+end
 local want = tonumber(ARGV[1])
 if available >= want then
     if total ~= nil and available > total then

@@ -41,7 +41,11 @@ use crate::watchdog::{self, Registry, MAX_LEASE};
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
+    /// The URL connected to, or, for a redis-rs client of the application's, its address as a
+    /// URL (for logs and the distinct-servers checks).
     url: String,
+    /// A redis-rs client of the application's to connect with, instead of the URL's.
+    source: Source,
     #[cfg(feature = "tls")]
     tls_root: Option<Vec<u8>>,
     #[cfg(feature = "tls")]
@@ -70,10 +74,26 @@ impl fmt::Debug for ClientBuilder {
     }
 }
 
+/// Where a [`ClientBuilder`] connects: the URL, or a redis-rs client the application built.
+#[derive(Clone)]
+enum Source {
+    Url,
+    Client(Box<redis::Client>),
+    #[cfg(feature = "cluster")]
+    Cluster(Box<redis::cluster::ClusterClient>),
+    /// Taken by the first `connect` (a sentinel client cannot be cloned).
+    #[cfg(feature = "sentinel")]
+    Sentinel {
+        client: Arc<std::sync::Mutex<Option<redis::sentinel::SentinelClient>>>,
+        master: String,
+    },
+}
+
 impl ClientBuilder {
     fn new(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             url: url.into(),
+            source: Source::Url,
             #[cfg(feature = "tls")]
             tls_root: None,
             #[cfg(feature = "tls")]
@@ -239,6 +259,189 @@ impl ClientBuilder {
         self
     }
 
+    /// A builder that connects with `client`, the application's own redis-rs client (its
+    /// address, TLS, credentials, database and protocol), instead of a URL: every latchkey
+    /// connection (commands and pub/sub) is opened from it. The builder's own settings
+    /// (namespace, watchdog, timeouts, replica sync) apply as usual; its TLS settings
+    /// ([`tls_root_certificate`](ClientBuilder::tls_root_certificate), …) do not, the client's
+    /// do. One latchkey [`Client`] opens two connections to the server, however many locks it
+    /// takes: one for commands (multiplexed), one for pub/sub.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// // The service's client, built once with its own settings.
+    /// let redis = latchkey::redis::Client::open("redis://app:secret@127.0.0.1:6379/0")
+    ///     .expect("a valid url");
+    /// let client = latchkey::ClientBuilder::from_redis_client(redis)
+    ///     .namespace("billing")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_redis_client(client: redis::Client) -> ClientBuilder {
+        let info = client.get_connection_info();
+        let scheme = match info.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => "rediss",
+            redis::ConnectionAddr::Unix(_) => "redis+unix",
+            _ => "redis",
+        };
+        let url = format!("{scheme}://{}", info.addr());
+        ClientBuilder {
+            source: Source::Client(Box::new(client)),
+            ..ClientBuilder::new(url)
+        }
+    }
+
+    /// A builder that connects to a Redis Cluster with `client`, the application's own
+    /// redis-rs cluster client (seed nodes, TLS, credentials): every latchkey connection is
+    /// opened from it, the command connection and the per-shard subscribers. It must speak
+    /// RESP3 (`ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`): latchkey's sharded
+    /// pub/sub needs RESP3 pushes; a RESP2 client fails to connect with [`Error::Config`]
+    /// saying so. One latchkey [`Client`] opens, per cluster node it uses, one command
+    /// connection and one subscriber connection, however many locks it takes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// use latchkey::redis::{cluster::ClusterClient, ProtocolVersion};
+    ///
+    /// let redis = ClusterClient::builder(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .use_protocol(ProtocolVersion::RESP3)
+    ///     .build()
+    ///     .expect("valid seed nodes");
+    /// let client = latchkey::ClientBuilder::from_cluster_client(redis).connect().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn from_cluster_client(client: redis::cluster::ClusterClient) -> ClientBuilder {
+        ClientBuilder {
+            source: Source::Cluster(Box::new(client)),
+            ..ClientBuilder::new("redis+cluster://(the application's cluster client)")
+        }
+    }
+
+    /// A builder that connects to the primary of the Sentinel group named `master` with
+    /// `client`, the application's own redis-rs sentinel client (sentinel addresses, the data
+    /// nodes' credentials and TLS): the primary is asked of it, and asked again after a
+    /// failover, as with a `redis+sentinel://` URL. The other sentinels, which latchkey asks
+    /// whether they vouch for a primary and whose `+switch-master` events it follows, are read
+    /// from the first sentinel that answers (`SENTINEL SENTINELS`), over plain connections, as
+    /// for a URL. One latchkey [`Client`] opens two connections to the primary (commands,
+    /// pub/sub) and one to a sentinel, however many locks it takes. The client is used by the
+    /// first [`connect`](ClientBuilder::connect) of the builder (a later one fails with
+    /// [`Error::Config`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> latchkey::Result<()> {
+    /// use latchkey::redis::sentinel::{SentinelClient, SentinelServerType};
+    ///
+    /// let sentinels = vec!["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"];
+    /// let redis = SentinelClient::build(sentinels, "mymaster".to_owned(), None, SentinelServerType::Master)
+    ///     .expect("valid sentinel addresses");
+    /// let client = latchkey::ClientBuilder::from_sentinel_client(redis, "mymaster")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    pub fn from_sentinel_client(
+        client: redis::sentinel::SentinelClient,
+        master: impl Into<String>,
+    ) -> ClientBuilder {
+        let master = master.into();
+        ClientBuilder {
+            source: Source::Sentinel {
+                client: Arc::new(std::sync::Mutex::new(Some(client))),
+                master: master.clone(),
+            },
+            ..ClientBuilder::new(format!(
+                "redis+sentinel://(the application's sentinel client)/{master}"
+            ))
+        }
+    }
+
+    /// The target of a builder made with [`ClientBuilder::from_sentinel_client`]: the client
+    /// taken out of the builder, and the group's sentinels, asked of the first that answers.
+    #[cfg(feature = "sentinel")]
+    async fn sentinel_target(
+        &self,
+        client: &std::sync::Mutex<Option<redis::sentinel::SentinelClient>>,
+        master: &str,
+    ) -> Result<Target> {
+        let taken = client.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(mut client) = taken else {
+            return Err(Error::Config {
+                reason: "this builder's sentinel client was used by an earlier `connect`; make \
+                         a builder with a new one"
+                    .to_owned(),
+            });
+        };
+        let context = "asking the sentinels";
+        let timeout = self.connect_timeout + self.command_timeout;
+        let from_redis = |e| Error::from_redis(e, context, "", timeout);
+        let discover = async {
+            let sentinel = client.async_get_sentinel_client().await?;
+            let first = sentinel.get_connection_info().addr().to_string();
+            let mut conn = sentinel.get_multiplexed_async_connection().await?;
+            let others: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+                .arg("SENTINELS")
+                .arg(master)
+                .query_async(&mut conn)
+                .await?;
+            let mut urls = vec![format!("redis://{first}")];
+            urls.extend(others.iter().filter_map(|fields| {
+                Some(format!(
+                    "redis://{}:{}",
+                    fields.get("ip")?,
+                    fields.get("port")?
+                ))
+            }));
+            Ok::<_, redis::RedisError>(urls)
+        };
+        let sentinels = match tokio::time::timeout(timeout, discover).await {
+            Ok(urls) => urls.map_err(from_redis)?,
+            Err(_) => return Err(Error::Timeout { timeout, context }),
+        };
+        Ok(Target::Sentinel(Arc::new(crate::conn::SentinelTarget {
+            client: tokio::sync::Mutex::new(client),
+            sentinels,
+            master: master.to_owned(),
+            connect_timeout: self.connect_timeout,
+            command_timeout: self.command_timeout,
+        })))
+    }
+
+    /// The target of this builder's connections, sending nothing (but for a sentinel client's
+    /// group, which is asked of its sentinels).
+    async fn target(&self, endpoint: &Endpoint) -> Result<Target> {
+        match &self.source {
+            #[cfg(feature = "sentinel")]
+            Source::Sentinel { client, master } => self.sentinel_target(client, master).await,
+            Source::Url => endpoint.target(&Topology::parse(&self.url)?),
+            Source::Client(client) => Ok(Target::Fixed(client.clone())),
+            #[cfg(feature = "cluster")]
+            Source::Cluster(client) => Ok(Target::Cluster(Arc::new(crate::conn::ClusterTarget {
+                source: crate::conn::ClusterSource::Client(client.clone()),
+                connect_timeout: endpoint.connect_timeout,
+                command_timeout: endpoint.command_timeout,
+                replica_wait: endpoint.replica_wait,
+            }))),
+        }
+    }
+
     /// The URL this client connects to (RedLock checks that its nodes are distinct servers).
     pub(crate) fn url(&self) -> &str {
         &self.url
@@ -331,9 +534,12 @@ impl ClientBuilder {
     pub async fn connect(self) -> Result<Client> {
         self.validate()?;
         let endpoint = self.endpoint();
-        let topology = Topology::parse(&self.url)?;
-        let target = endpoint.target(&topology)?;
+        let target = self.target(&endpoint).await?;
         let conn = endpoint.connect(&target).await?;
+        #[cfg(feature = "cluster")]
+        if let Source::Cluster(_) = self.source {
+            check_resp3(&conn).await?;
+        }
         let replicas = Replicas::detect(
             &conn,
             self.replica_sync,
@@ -359,6 +565,28 @@ impl ClientBuilder {
                 _ => Duration::from_secs(1),
             },
         }
+    }
+}
+
+/// Refuses an application's cluster client that speaks RESP2, on which latchkey's sharded
+/// subscriptions would never deliver a message (see
+/// [`ClientBuilder::from_cluster_client`]). A user who may not run `CLIENT INFO` is not checked.
+#[cfg(feature = "cluster")]
+async fn check_resp3(conn: &Conn) -> Result<()> {
+    let info: std::result::Result<String, _> = conn
+        .query(
+            redis::cmd("CLIENT").arg("INFO"),
+            "checking the cluster client's protocol",
+            "",
+        )
+        .await;
+    match info {
+        Ok(info) if info.split_whitespace().any(|field| field == "resp=2") => Err(Error::Config {
+            reason: "the cluster client speaks RESP2; latchkey's sharded pub/sub needs RESP3: \
+                     build it with `ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`"
+                .to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -632,7 +860,6 @@ impl ClientBuilder {
     /// ```
     pub fn connect_lazy(self) -> Result<Client> {
         self.validate()?;
-        let topology = Topology::parse(&self.url)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::Config {
                 reason: "`connect_lazy` was called outside a Tokio runtime; call it from async \
@@ -641,9 +868,24 @@ impl ClientBuilder {
             });
         }
         let endpoint = self.endpoint();
-        let target = endpoint.target(&topology)?;
+        let target = match &self.source {
+            Source::Url => endpoint.target(&Topology::parse(&self.url)?)?,
+            Source::Client(client) => Target::Fixed(client.clone()),
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(Error::Config {
+                    reason: "only a single server can be lazy; use `connect` for Sentinel and \
+                             Cluster"
+                        .to_owned(),
+                })
+            }
+        };
         let conn = endpoint.connect_lazy(&target)?;
-        let replicas = Replicas::lazy(&conn, self.replica_sync, self.replica_loss_grace);
+        let replicas = Replicas::lazy(
+            self.replica_sync,
+            self.watchdog_timeout,
+            self.replica_loss_grace,
+        );
         Ok(Client::start(self, conn, target, replicas))
     }
 }

@@ -22,11 +22,12 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 #[cfg(feature = "sentinel")]
 use redis::sentinel::SentinelClient;
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 
 use crate::error::{Error, Result};
 #[cfg(feature = "cluster")]
 use crate::keys::key_slot;
+use crate::scripts::{eval_cmd, is_noscript, Invocation};
 
 /// Where the primary (or, for a cluster, the seed nodes) is.
 #[derive(Clone)]
@@ -117,49 +118,74 @@ impl SentinelTarget {
 /// How to reach a Redis Cluster.
 #[cfg(feature = "cluster")]
 pub(crate) struct ClusterTarget {
-    pub(crate) nodes: Vec<String>,
-    #[cfg(feature = "tls")]
-    pub(crate) certificates: Option<redis::TlsCertificates>,
+    /// Where the cluster's connections come from.
+    pub(crate) source: ClusterSource,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
     /// The longest replica `WAIT` an acquire may make (see `replica_sync`).
     pub(crate) replica_wait: Duration,
 }
 
+/// Where a cluster's connections come from: seed nodes of a URL, or the application's own
+/// client ([`ClientBuilder::from_cluster_client`](crate::ClientBuilder::from_cluster_client)).
+#[cfg(feature = "cluster")]
+pub(crate) enum ClusterSource {
+    Nodes {
+        nodes: Vec<String>,
+        #[cfg(feature = "tls")]
+        certificates: Option<redis::TlsCertificates>,
+    },
+    Client(Box<redis::cluster::ClusterClient>),
+}
+
 #[cfg(feature = "cluster")]
 impl ClusterTarget {
-    /// A cluster client; with `pushes`, a RESP3 one that delivers pub/sub messages there.
-    pub(crate) fn client(
-        &self,
-        pushes: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
-    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
-        self.client_within(pushes, self.command_timeout)
-    }
-
-    /// A cluster client for the command connection: its driver timeout also lets a replica
-    /// `WAIT` finish (our own timeouts bound each call).
-    pub(crate) fn command_client(&self) -> redis::RedisResult<redis::cluster::ClusterClient> {
-        self.client_within(None, self.command_timeout + self.replica_wait * 2)
-    }
-
-    fn client_within(
+    /// A cluster connection, whose driver timeout is `response_timeout`; with `pushes`, a
+    /// RESP3 one that delivers pub/sub messages there.
+    pub(crate) async fn connect(
         &self,
         pushes: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
         response_timeout: Duration,
-    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
-        let mut builder = redis::cluster::ClusterClient::builder(self.nodes.clone())
-            .connection_timeout(self.connect_timeout)
-            .response_timeout(response_timeout);
-        #[cfg(feature = "tls")]
-        if let Some(certificates) = &self.certificates {
-            builder = builder.certs(certificates.clone());
+    ) -> redis::RedisResult<ClusterConnection> {
+        match &self.source {
+            ClusterSource::Nodes {
+                nodes,
+                #[cfg(feature = "tls")]
+                certificates,
+            } => {
+                let mut builder = redis::cluster::ClusterClient::builder(nodes.clone())
+                    .connection_timeout(self.connect_timeout)
+                    .response_timeout(response_timeout);
+                #[cfg(feature = "tls")]
+                if let Some(certificates) = certificates {
+                    builder = builder.certs(certificates.clone());
+                }
+                if let Some(pushes) = pushes {
+                    builder = builder
+                        .use_protocol(redis::ProtocolVersion::RESP3)
+                        .push_sender(pushes);
+                }
+                builder.build()?.get_async_connection().await
+            }
+            // The application's client, with its TLS, credentials and protocol: its pushes need
+            // RESP3 (`ClusterClientBuilder::use_protocol`), which the driver checks here.
+            ClusterSource::Client(client) => {
+                let mut config = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(self.connect_timeout)
+                    .set_response_timeout(response_timeout);
+                if let Some(pushes) = pushes {
+                    config = config.set_push_sender(pushes);
+                }
+                client.get_async_connection_with_config(config).await
+            }
         }
-        if let Some(pushes) = pushes {
-            builder = builder
-                .use_protocol(redis::ProtocolVersion::RESP3)
-                .push_sender(pushes);
-        }
-        builder.build()
+    }
+
+    /// The command connection: its driver timeout also lets a replica `WAIT` finish (our own
+    /// timeouts bound each call).
+    pub(crate) async fn command_connection(&self) -> redis::RedisResult<ClusterConnection> {
+        self.connect(None, self.command_timeout + self.replica_wait * 2)
+            .await
     }
 }
 
@@ -452,7 +478,7 @@ impl Conn {
     /// `context` says what was being done and `key` names the object, for error messages.
     pub(crate) async fn script<T: FromRedisValue + Send>(
         &self,
-        invocation: &ScriptInvocation<'_>,
+        invocation: &Invocation<'_>,
         context: &'static str,
         key: &str,
     ) -> Result<T> {
@@ -460,10 +486,11 @@ impl Conn {
             .await
     }
 
-    /// Runs `script` with `keys` and `args` (EVALSHA, loading it on NOSCRIPT) within the command
-    /// timeout, like [`Conn::script`]: the command is built once at its final size, where a
-    /// `ScriptInvocation` copies every argument twice and grows its buffers as it goes (about
-    /// 60 reallocations per lock+unlock pair, measured with callgrind).
+    /// Runs `script` with `keys` and `args` (EVALSHA; sent whole on NOSCRIPT, see
+    /// [`is_noscript`]) within the command timeout, like [`Conn::script`]: the command is built
+    /// once at its final size, where an invocation copies every argument twice and grows its
+    /// buffers as it goes (about 60 reallocations per lock+unlock pair, measured with
+    /// callgrind).
     pub(crate) async fn evalsha<T: FromRedisValue + Send>(
         &self,
         script: &redis::Script,
@@ -472,48 +499,47 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<T> {
-        let hash = script.get_hash();
-        let bytes = hash.len() + 20 + keys.iter().chain(args).map(|a| a.len()).sum::<usize>();
-        let mut cmd = Cmd::with_capacity(3 + keys.len() + args.len(), bytes);
-        cmd.arg("EVALSHA").arg(hash).arg(keys.len());
-        for part in keys.iter().chain(args) {
-            cmd.arg(*part);
-        }
-        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
-        // caller's future type (auto-trait checks of those overflowed the compiler's limit),
-        // and kept `Sync` (see `boxed_sync`).
-        let run = boxed_sync(async {
-            let mut handle = self.handle().await?;
-            match cmd.query_async(&mut handle).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    script.prepare_invoke().load_async(&mut handle).await?;
-                    cmd.query_async(&mut handle).await
-                }
-                other => other,
-            }
-        });
-        self.finish(
-            tokio::time::timeout(self.timeout, run).await,
-            context,
-            key,
-            self.timeout,
-        )
+        let build = |whole| {
+            eval_cmd(
+                script.get_hash(),
+                whole,
+                keys.iter().map(|k| k.as_bytes()),
+                args.iter().map(|a| a.as_bytes()),
+            )
+        };
+        self.eval(build, context, key, self.timeout).await
     }
 
     /// Like [`Conn::script`] with another timeout.
     pub(crate) async fn script_within<T: FromRedisValue + Send>(
         &self,
-        invocation: &ScriptInvocation<'_>,
+        invocation: &Invocation<'_>,
         context: &'static str,
         key: &str,
         timeout: Duration,
     ) -> Result<T> {
-        // Boxed: see `Conn::evalsha`.
+        self.eval(|whole| invocation.cmd(whole), context, key, timeout)
+            .await
+    }
+
+    /// Runs the script call `build(false)` (EVALSHA) within `timeout`, and `build(true)` (EVAL,
+    /// the script whole) on the same connection if the server does not know the script.
+    async fn eval<T: FromRedisValue + Send>(
+        &self,
+        build: impl Fn(bool) -> Cmd + Send + Sync,
+        context: &'static str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<T> {
+        // Boxed as a `dyn Future`: the driver's deeply nested future types stay out of every
+        // caller's future type (auto-trait checks of those overflowed the compiler's limit),
+        // and kept `Sync` (see `boxed_sync`).
         let run = boxed_sync(async {
             let mut handle = self.handle().await?;
-            invocation.invoke_async(&mut handle).await
+            match build(false).query_async(&mut handle).await {
+                Err(e) if is_noscript(&e) => build(true).query_async(&mut handle).await,
+                other => other,
+            }
         });
         self.finish(
             tokio::time::timeout(timeout, run).await,
@@ -559,14 +585,18 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<(T, U, Option<Arc<str>>)> {
-        let mut pipeline = redis::pipe();
-        pipeline
-            .cmd("EVALSHA")
-            .arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args)
-            .add_command(tail.clone());
+        let pipeline = |whole| {
+            let mut pipeline = redis::pipe();
+            pipeline
+                .add_command(eval_cmd(
+                    script.get_hash(),
+                    whole,
+                    keys.iter().map(|k| k.as_bytes()),
+                    args.iter().map(|a| a.as_bytes()),
+                ))
+                .add_command(tail.clone());
+            pipeline
+        };
         let timeout = self.timeout + extra;
         #[cfg(feature = "cluster")]
         let slot = keys.first().map(|k| key_slot(k.as_bytes()));
@@ -582,13 +612,10 @@ impl Conn {
                 }
                 _ => (self.handle_for_slot(slot).await?, None),
             };
-            let (first, then) = match pipeline.query_async::<(T, U)>(&mut handle).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    script.prepare_invoke().load_async(&mut handle).await?;
-                    pipeline.query_async(&mut handle).await?
-                }
+            let (first, then) = match pipeline(false).query_async::<(T, U)>(&mut handle).await {
+                // A new primary that never saw the script (Redis does not replicate SCRIPT
+                // LOAD): sent whole, in the same pipeline, to the same node.
+                Err(e) if is_noscript(&e) => pipeline(true).query_async(&mut handle).await?,
                 other => other?,
             };
             Ok((first, then, ran_on))

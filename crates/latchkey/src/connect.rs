@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-#[cfg(feature = "cluster")]
-use crate::conn::ClusterTarget;
 #[cfg(feature = "sentinel")]
 use crate::conn::SentinelTarget;
+#[cfg(feature = "cluster")]
+use crate::conn::{ClusterSource, ClusterTarget};
 use crate::conn::{Conn, Target};
 use crate::error::{Error, Result};
 
@@ -180,9 +180,11 @@ impl Endpoint {
             Topology::Cluster(_) => Err(disabled("cluster", "Cluster", &self.url)),
             #[cfg(feature = "cluster")]
             Topology::Cluster(nodes) => Ok(Target::Cluster(Arc::new(ClusterTarget {
-                nodes: nodes.clone(),
-                #[cfg(feature = "tls")]
-                certificates: self.certificates(),
+                source: ClusterSource::Nodes {
+                    nodes: nodes.clone(),
+                    #[cfg(feature = "tls")]
+                    certificates: self.certificates(),
+                },
                 connect_timeout: self.connect_timeout,
                 command_timeout: self.command_timeout,
                 replica_wait: self.replica_wait,
@@ -207,8 +209,7 @@ impl Endpoint {
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(cluster) => {
-                let client = cluster.command_client()?;
-                let conn = client.get_async_connection().await?;
+                let conn = cluster.command_connection().await?;
                 Ok(Conn::cluster(conn, self.command_timeout))
             }
             #[cfg(feature = "sentinel")]

@@ -17,15 +17,16 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::{attempt_hold, holds, GuardCore};
+use crate::guard::{attempt_hold, Claim, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, ElectionKeys};
 use crate::lock::HAND_OFF_RESERVATION;
 use crate::pubsub::{Subscription, WakePolicy};
 use crate::replica::AcquireCall;
 use crate::scripts;
-use crate::task::{detached, Task};
+use crate::scripts::Invoke;
+use crate::task::{detached_try, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
-use crate::watchdog::{HoldKey, Lease, LockRenewal};
+use crate::watchdog::{Lease, COUNTER_IDLE};
 
 /// How often an observer reads the election when no message comes: the bound on how late it
 /// sees a change whose message it missed, or a leader whose lease ran out (an expiry publishes
@@ -33,8 +34,8 @@ use crate::watchdog::{HoldKey, Lease, LockRenewal};
 pub(crate) const OBSERVE_POLL: Duration = Duration::from_secs(1);
 
 impl Client {
-    /// The leader election named `name`, with a new owner id (`<client id>:<n>`) for the
-    /// campaigns of this handle.
+    /// The leader election named `name`: a handle shared freely, every campaign through it a
+    /// candidate of its own.
     ///
     /// Making the handle sends nothing; the name is checked when the handle is used.
     ///
@@ -69,10 +70,10 @@ pub struct Leader {
 /// under one name, one leads at a time; the others wait as standbys and the first of them in
 /// line leads as soon as the leader resigns, or within its lease when it dies.
 ///
-/// Made by [`Client::election`]. Every handle has its own owner id (clones share it). Each
-/// leader gets a **term**, a fencing token strictly larger than every earlier leader's (the
-/// counter never expires); give it to the storage the leader writes to, as a lock's fencing
-/// token. Anybody can read the [leader](Election::leader) or [observe](Election::observe) its
+/// Made by [`Client::election`]. Every campaign is a candidate of its own (an owner id of its
+/// own), whatever handle or clone it is made through. Each leader gets a **term**, a fencing
+/// token strictly larger than every earlier leader's (also after the counter expired with the
+/// election idle); give it to the storage the leader writes to, as a lock's fencing token. Anybody can read the [leader](Election::leader) or [observe](Election::observe) its
 /// changes.
 ///
 /// # Leases and clocks
@@ -92,7 +93,8 @@ pub struct Leader {
 /// All in the election's cluster slot: the leader `latchkey_election:{name}` (a hash with one
 /// field, the leader's owner id, holding `<term>:<value>`; its TTL is the lease), the term
 /// counter `latchkey_election_term:{name}` and the change log `latchkey_election_log:{name}`
-/// (the last 16 changes; both never expire), the wait queue `latchkey_election_queue:{name}`,
+/// (the last 16 changes; both expire a minute after the last change), the wait queue
+/// `latchkey_election_queue:{name}`,
 /// `latchkey_election_alive:{name}` and `latchkey_election_handoff:{name}` (they expire by
 /// themselves), and the channels `latchkey_election_channel:{name}` (standbys are woken there,
 /// one at a time) and `latchkey_election_observe:{name}` (every change is published there).
@@ -120,12 +122,10 @@ pub struct Election {
 struct ElectionInner {
     client: Client,
     name: String,
-    /// The leadership in the registry: the leader key and this handle's owner id.
-    hold: HoldKey,
     keys: ElectionKeys,
 }
 
-named_debug!(Election, "owner" => hold.field);
+named_debug!(Election);
 
 impl Election {
     /// The longest value latchkey accepts, in bytes.
@@ -139,18 +139,8 @@ impl Election {
 
     fn new(client: Client, name: String) -> Election {
         let keys = ElectionKeys::new(client.namespace(), &name);
-        let field = client.next_owner();
         Election {
-            inner: Arc::new(ElectionInner {
-                hold: HoldKey {
-                    kind: "leader",
-                    key: keys.leader.clone(),
-                    field: Arc::from(field),
-                },
-                client,
-                name,
-                keys,
-            }),
+            inner: Arc::new(ElectionInner { client, name, keys }),
         }
     }
 
@@ -167,28 +157,12 @@ impl Election {
         &self.inner.name
     }
 
-    /// The owner id of this handle (`<client id>:<n>`): the field of the leader key while this
-    /// handle leads.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # fn f(client: latchkey::Client) {
-    /// let election = client.election("scheduler");
-    /// assert!(election.owner_id().starts_with(client.id()));
-    /// # }
-    /// ```
-    pub fn owner_id(&self) -> &str {
-        &self.inner.hold.field
-    }
-
     /// Campaigns with `value` (what observers see: an address, a node name) and waits as long
     /// as it takes to lead. Standbys wait in line: when the leader resigns, the election is
     /// handed over to the earliest-arrived live standby client, and only that one is woken.
     ///
-    /// A handle (or a clone) that already leads is not re-entered: its campaign waits until
-    /// that leadership ends, like any standby's. Campaign once per handle; a new handle
-    /// ([`Client::election`]) is another candidate.
+    /// Every campaign is a candidate of its own: one made while this process already leads
+    /// (through any handle) waits until that leadership ends, like any standby's.
     ///
     /// # Cancel safety
     ///
@@ -356,6 +330,7 @@ impl Election {
         check_name(&self.inner.name)?;
         check_value(&value)?;
         let value: Arc<str> = Arc::from(value);
+        let claim = Claim::new(self);
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
@@ -373,72 +348,10 @@ impl Election {
                     (0, true) => "0",
                     _ => "1",
                 };
-                let election = self.clone();
-                let value = value.clone();
-                async move {
-                    detached(
-                        async move { election.attempt(&value, turn.park, queue).await }.boxed(),
-                    )
-                    .await?
-                }
+                let (claim, value) = (claim.clone(), value.clone());
+                detached_try(async move { attempt(claim, &value, turn.park, queue).await }.boxed())
             })
             .await
-    }
-
-    /// One campaign script call (run detached by the caller: a grant whose caller went away is
-    /// dropped where it lands, which resigns it).
-    async fn attempt(
-        &self,
-        value: &Arc<str>,
-        park: Duration,
-        queue: &'static str,
-    ) -> Result<Attempt<Leadership>> {
-        let inner = &self.inner;
-        let client = &inner.client.inner;
-        let k = &inner.keys;
-        let keys = [
-            &*k.leader,
-            &*k.term,
-            &*k.queue,
-            &*k.alive,
-            &*k.hand_off,
-            &*k.log,
-            &*k.observe,
-        ];
-        let args = |lease_ms: u64| {
-            vec![
-                lease_ms.to_string(),
-                inner.hold.field.to_string(),
-                client.wake_id.to_string(),
-                (park.as_millis() as u64).to_string(),
-                queue.to_owned(),
-                value.to_string(),
-                client.conn.publish_command().to_owned(),
-            ]
-        };
-        let renewal = || LockRenewal::of(&inner.hold);
-        attempt_hold(
-            self,
-            Lease::Watchdog,
-            AcquireCall {
-                script: &scripts::ELECTION_CAMPAIGN,
-                keys: &keys,
-                args: &[],
-                context: "campaigning in an election",
-                name: &inner.name,
-            },
-            args,
-            renewal,
-            |core| Leadership {
-                core,
-                value: value.to_string(),
-            },
-            |reply| match reply {
-                [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
-                other => Err(unexpected("the campaign script", other)),
-            },
-        )
-        .await
     }
 
     /// KEYS of the resign and leave scripts: the leader key, the wake channel and the queue.
@@ -453,8 +366,9 @@ impl Election {
         ]
     }
 
-    /// The resignation of this handle's leadership (the guard's release).
-    fn resign_task(&self) -> Task {
+    /// The resignation of the leadership of `field` (the guard's release), in `term` only if
+    /// given.
+    fn resign_task(&self, field: &str, term: Option<u64>) -> Task {
         let inner = &self.inner;
         let mut keys = self.queue_keys();
         keys.extend([inner.keys.log.clone(), inner.keys.observe.clone()]);
@@ -462,22 +376,15 @@ impl Election {
             &scripts::ELECTION_RESIGN,
             keys,
             vec![
-                inner.hold.field.to_string(),
+                field.to_owned(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                term.map(|t| t.to_string()).unwrap_or_default(),
+                COUNTER_IDLE.as_millis().to_string(),
             ],
             "resigning an election's leadership",
         )
-    }
-
-    /// The resignation of this handle's leadership in `term` only, sent again to a new primary
-    /// after a Sentinel failover: the first one may have reached only the demoted primary.
-    fn resend_task(&self, term: u64) -> Task {
-        let mut task = self.resign_task();
-        task.args.push(term.to_string());
-        task.context = "resigning an election's leadership again after a failover";
-        task
     }
 
     /// The clean-up when this client's last campaign gives up.
@@ -499,7 +406,7 @@ impl Election {
     /// The leader, the term counter and the change log, in one read-only script call.
     async fn snapshot(&self) -> Result<Snapshot> {
         let k = &self.inner.keys;
-        let mut invocation = scripts::ELECTION_OBSERVE.prepare_invoke();
+        let mut invocation = scripts::ELECTION_OBSERVE.invocation();
         invocation.key(&*k.leader).key(&*k.term).key(&*k.log);
         let (payload, term, log): (String, i64, Vec<String>) = self
             .inner
@@ -519,13 +426,80 @@ impl Election {
     }
 }
 
-holds!(
-    Election,
-    [inner],
-    hold,
-    |election: &Election, _lease_ms| election.resign_task(),
-    resend = |election: &Election, term| election.resend_task(term)
-);
+/// One campaign script call of `claim` (run detached by the caller: a grant whose caller went
+/// away is dropped where it lands, which resigns it).
+async fn attempt(
+    claim: Claim<Election>,
+    value: &Arc<str>,
+    park: Duration,
+    queue: &'static str,
+) -> Result<Attempt<Leadership>> {
+    let inner = &claim.held().inner;
+    let client = &inner.client.inner;
+    let k = &inner.keys;
+    let keys = [
+        &*k.leader,
+        &*k.term,
+        &*k.queue,
+        &*k.alive,
+        &*k.hand_off,
+        &*k.log,
+        &*k.observe,
+    ];
+    let args = |lease_ms: u64| {
+        vec![
+            lease_ms.to_string(),
+            claim.owner().to_string(),
+            client.wake_id.to_string(),
+            (park.as_millis() as u64).to_string(),
+            queue.to_owned(),
+            value.to_string(),
+            client.conn.publish_command().to_owned(),
+            COUNTER_IDLE.as_millis().to_string(),
+        ]
+    };
+    attempt_hold(
+        &claim,
+        Lease::Watchdog,
+        AcquireCall {
+            script: &scripts::ELECTION_CAMPAIGN,
+            keys: &keys,
+            args: &[],
+            context: "campaigning in an election",
+            name: &inner.name,
+        },
+        args,
+        |core| Leadership {
+            core,
+            value: value.to_string(),
+        },
+        |reply| match reply {
+            [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
+            other => Err(unexpected("the campaign script", other)),
+        },
+    )
+    .await
+}
+
+impl Holds for Election {
+    crate::guard::holds_common!("leader");
+
+    fn key(&self) -> &Arc<str> {
+        &self.inner.keys.leader
+    }
+
+    fn release_task(&self, field: &str) -> Task {
+        self.resign_task(field, None)
+    }
+
+    /// The resignation in `term` only, sent again to a new primary after a Sentinel failover:
+    /// the first one may have reached only the demoted primary.
+    fn resend_task(&self, field: &str, term: u64) -> Option<Task> {
+        let mut task = self.resign_task(field, Some(term));
+        task.context = "resigning an election's leadership again after a failover";
+        Some(task)
+    }
+}
 
 /// Checks a leader value: not empty, at most [`Election::MAX_VALUE_LEN`] bytes.
 fn check_value(value: &str) -> Result<()> {
@@ -591,6 +565,21 @@ impl Leadership {
     /// # }
     /// ```
     pub fn term(&self) -> u64 {
+        self.core.fencing_token().get()
+    }
+
+    /// The term as a [`FencingToken`](crate::FencingToken), as every guard's.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let leadership = client.election("scheduler").campaign("node-a").await?;
+    /// assert_eq!(leadership.fencing_token().get(), leadership.term());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fencing_token(&self) -> crate::FencingToken {
         self.core.fencing_token()
     }
 
@@ -641,7 +630,7 @@ impl Leadership {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub fn lost(&self) -> crate::Lost {
         self.core.lost()
     }
 
@@ -707,15 +696,16 @@ impl Leadership {
             return Err(not_leader());
         }
         let inner = &election.inner;
-        let mut invocation = scripts::ELECTION_PROCLAIM.prepare_invoke();
+        let mut invocation = scripts::ELECTION_PROCLAIM.invocation();
         invocation
             .key(&*inner.keys.leader)
             .key(&*inner.keys.log)
             .key(&*inner.keys.observe)
-            .arg(&*inner.hold.field)
+            .arg(&**self.core.field())
             .arg(self.term())
             .arg(&value)
-            .arg(inner.client.inner.conn.publish_command());
+            .arg(inner.client.inner.conn.publish_command())
+            .arg(COUNTER_IDLE.as_millis() as u64);
         let changed: i64 = inner
             .client
             .inner
@@ -730,29 +720,7 @@ impl Leadership {
     }
 }
 
-impl crate::guard::Sealed for Leadership {}
-
-impl crate::Guard for Leadership {
-    fn name(&self) -> &str {
-        &self.core.held().inner.name
-    }
-
-    fn fencing_token(&self) -> u64 {
-        self.term()
-    }
-
-    fn is_lost(&self) -> bool {
-        self.core.is_lost()
-    }
-
-    fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        self.core.lost()
-    }
-
-    fn unlock(self) -> impl std::future::Future<Output = Result<()>> + Send {
-        self.core.unlock()
-    }
-}
+crate::guard::core_guard!(Leadership);
 
 /// One entry of the change log, `<version>:<term>:<kind>:<value>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -823,7 +791,12 @@ impl Cursor {
         self.version = self.version.max(newest);
         match snapshot.leader {
             Some(leader) => self.offer(leader.term, Some(leader.value), &mut changes),
-            None => self.offer(snapshot.term, None, &mut changes),
+            // Nobody leads: the last term seen has ended, whatever the counter says (it may
+            // have expired with the election idle).
+            None => {
+                let seen = self.last.as_ref().map_or(0, |(term, ..)| *term);
+                self.offer(snapshot.term.max(seen), None, &mut changes)
+            }
         }
         changes
     }

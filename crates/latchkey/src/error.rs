@@ -29,7 +29,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// assert!(err.is_not_owner());
 /// assert_eq!(
 ///     err.to_string(),
-///     "lock `orders:1001` is not held by this handle (expired, released, or taken by another owner)"
+///     "lock `orders:1001` is not held by this guard (expired, released, or taken by another owner)"
 /// );
 /// ```
 ///
@@ -59,7 +59,7 @@ pub enum Error {
 
     /// The caller does not hold the lock it tried to release; nothing changed.
     #[error(
-        "lock `{name}` is not held by this handle (expired, released, or taken by another owner)"
+        "lock `{name}` is not held by this guard (expired, released, or taken by another owner)"
     )]
     NotOwner {
         /// The lock's name.
@@ -175,11 +175,12 @@ pub enum Error {
         quorum: usize,
     },
 
-    /// A read lock holder asked for the write lock of the same read-write lock. Upgrading would
-    /// deadlock two upgraders, so it is refused; release the read lock first.
-    #[error("read-write lock `{name}`: cannot upgrade a read hold to a write hold; release the read lock first")]
-    UpgradeNotSupported {
-        /// The lock's name.
+    /// A semaphore's permits were never set (its key does not exist): an acquire would wait
+    /// for ever. Set them with `try_set_permits`, or make the handle wait for another service
+    /// to set them with `wait_for_init()`.
+    #[error("semaphore `{name}` has no permits set; call `try_set_permits` first, or use the handle's `wait_for_init()` to wait for another service to set them")]
+    NotInitialized {
+        /// The semaphore's name.
         name: String,
     },
 
@@ -476,10 +477,9 @@ impl Error {
         matches!(self, Error::QuorumUnavailable { .. })
     }
 
-    /// A read hold asked for the write lock of the same read-write lock
-    /// ([`Error::UpgradeNotSupported`]).
-    pub fn is_upgrade_not_supported(&self) -> bool {
-        matches!(self, Error::UpgradeNotSupported { .. })
+    /// A semaphore's permits were never set ([`Error::NotInitialized`]).
+    pub fn is_not_initialized(&self) -> bool {
+        matches!(self, Error::NotInitialized { .. })
     }
 
     /// A permit id the semaphore does not know ([`Error::UnknownPermit`]).
@@ -818,12 +818,9 @@ mod tests {
             assert_eq!(found.len(), 1, "{code}: {found:?}");
             found[0]
         };
-        // Both run in the prelude's helpers (`notify`, `now_us`): Redis names the helper's line.
-        let publish_line = line_of(
-            release_source,
-            "return redis.call(publish, channel, message)",
-        );
-        let time_line = line_of(acquire_source, "local now = redis.call('time')");
+        // The publish command is a variable (`publish` or `spublish`): named `publish`.
+        let publish_line = line_of(release_source, "redis.call(publish, KEYS[2], next)");
+        let hset_line = line_of(acquire_source, "redis.call('hset', KEYS[1], ARGV[2], 1)");
         let run = "ERR The user executing the script can't run this command or subcommand";
         assert_eq!(
             refused(
@@ -834,8 +831,8 @@ mod tests {
             Refused::Command(Some("publish".into()))
         );
         assert_eq!(
-            refused(&format!("{run} {}", at(acquire, time_line)), "locking", "o"),
-            Refused::Command(Some("time".into()))
+            refused(&format!("{run} {}", at(acquire, hset_line)), "locking", "o"),
+            Refused::Command(Some("hset".into()))
         );
         // A line without a call (an `error()` rethrowing a `pcall` reply), an unknown script, no
         // place at all: refused, but Redis did not say which command.
@@ -855,7 +852,7 @@ mod tests {
                 &format!(
                     "ERR The user executing the script can't access at least one of the keys \
                      mentioned in the command arguments {}",
-                    at(acquire, time_line)
+                    at(acquire, hset_line)
                 ),
                 "locking",
                 "orders"
@@ -978,9 +975,7 @@ mod tests {
                 Error::QuorumUnavailable { .. } => {
                     ("QuorumUnavailable", Error::is_quorum_unavailable)
                 }
-                Error::UpgradeNotSupported { .. } => {
-                    ("UpgradeNotSupported", Error::is_upgrade_not_supported)
-                }
+                Error::NotInitialized { .. } => ("NotInitialized", Error::is_not_initialized),
                 Error::UnknownPermit { .. } => ("UnknownPermit", Error::is_unknown_permit),
                 Error::OverRelease { .. } => ("OverRelease", Error::is_over_release),
                 Error::Codec { .. } => ("Codec", Error::is_codec),
@@ -1026,7 +1021,7 @@ mod tests {
                 nodes: 3,
                 quorum: 2,
             },
-            Error::UpgradeNotSupported { name: "n".into() },
+            Error::NotInitialized { name: "n".into() },
             Error::UnknownPermit {
                 name: "n".into(),
                 permit: "p".into(),

@@ -1,16 +1,37 @@
 //! The one guard core under every lock guard ([`LockGuard`](crate::LockGuard),
 //! [`FairLockGuard`](crate::FairLockGuard), [`ReadGuard`](crate::ReadGuard),
-//! [`WriteGuard`](crate::WriteGuard)) and the public [`Guard`] trait they implement.
+//! [`WriteGuard`](crate::WriteGuard), [`Leadership`](crate::Leadership)), the public [`Guard`]
+//! trait every hold of latchkey implements, and [`FencingToken`].
+//!
+//! # Owners
+//!
+//! Every acquire is an owner of its own: it draws a new owner id (`<client id>:<n>`, the hash
+//! field Redisson's layout counts holds under) and keeps it for all its attempts. Two acquires
+//! therefore exclude each other whatever handle, clone, task or future they come from, as
+//! `Arc<tokio::sync::Mutex>` does. Re-entry is explicit: [`LockGuard::reenter`](crate::LockGuard::reenter)
+//! and the like make one more guard of the same hold, without a round trip; the hold is
+//! released in Redis when its last guard is.
+//!
+//! Since an owner id is never used by more than one acquire, an attempt that is sent again
+//! (after a timeout, a reconnection, `NOSCRIPT`) finds either nothing of its own or the hold
+//! its first sending granted, which it takes as its grant: no take-over of another acquire's
+//! hold can happen, and no late release can free a later hold. An acquire that ends without a
+//! guard after an attempt whose answer was lost releases its owner id's hold, if there is one,
+//! in the background ([`Claim`]).
 //!
 //! A guard is a ticket in the client's hold registry (which the watchdog renews and which fires
-//! `lost`), a lease, a fencing token and the primitive's release script. Releasing it — with
-//! `unlock()` or by dropping it — first tells the registry (so no renewal outlives the release),
-//! then runs the release script: detached for `unlock()` (finished in a task of its own if the
-//! caller goes away), on the client's background task for a drop, which never blocks.
+//! `lost`), a lease, a fencing token and the primitive's release script. Releasing the last
+//! guard of a hold — with `unlock()` or by dropping it — first tells the registry (so no
+//! renewal outlives the release), then runs the release script: detached for `unlock()`
+//! (finished in a task of its own if the caller goes away), on the client's background task for
+//! a drop, which never blocks.
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,22 +43,113 @@ use crate::keys::check_name;
 use crate::metrics::{self, Op, Site};
 use crate::replica::AcquireCall;
 use crate::task::Task;
-use crate::wait::{Attempt, HandOff, MAX_PARK};
-use crate::watchdog::{confirm_at, HoldKey, Lease, Release, Renewal, Ticket};
+use crate::wait::Attempt;
+use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
 
-/// A hold on a lock: what every lock guard of latchkey offers.
+/// A fencing token: a number strictly larger than that of every earlier holder of the same
+/// object (lock, leadership). Give it to the storage you write to with every write, and have
+/// the storage refuse a write whose token is smaller than the largest it has seen: a holder
+/// that lost its hold without noticing (a long pause, a partition) can then no longer write.
 ///
-/// Implemented by [`LockGuard`](crate::LockGuard), [`FairLockGuard`](crate::FairLockGuard),
-/// [`ReadGuard`](crate::ReadGuard) and [`WriteGuard`](crate::WriteGuard), so code that runs a
-/// critical section can take any of them. Each guard has the same methods as inherent methods
-/// too: importing the trait is only needed for generic code.
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+/// let guard = client.lock("orders:1001").lock().await?;
+/// let token: u64 = guard.fencing_token().get(); // send it along with each write
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    pub(crate) fn new(token: u64) -> FencingToken {
+        FencingToken(token)
+    }
+
+    /// The token as a number.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(guard: latchkey::LockGuard) {
+    /// let token = guard.fencing_token();
+    /// println!("writing with token {}", token.get());
+    /// # }
+    /// ```
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<FencingToken> for u64 {
+    fn from(token: FencingToken) -> u64 {
+        token.0
+    }
+}
+
+impl PartialEq<u64> for FencingToken {
+    fn eq(&self, other: &u64) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialOrd<u64> for FencingToken {
+    fn partial_cmp(&self, other: &u64) -> Option<std::cmp::Ordering> {
+        self.0.partial_cmp(other)
+    }
+}
+
+/// The future of [`Guard::lost`]: resolves when the hold is lost. It owns what it needs
+/// (`'static`), so it can be raced against the work in `tokio::select!` while the guard is
+/// used, or moved into another task.
+#[must_use = "futures do nothing unless polled"]
+pub struct Lost(Pin<Box<dyn Future<Output = ()> + Send + Sync + 'static>>);
+
+impl Lost {
+    pub(crate) fn new(future: impl Future<Output = ()> + Send + Sync + 'static) -> Lost {
+        Lost(Box::pin(future))
+    }
+}
+
+impl Future for Lost {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Lost")
+    }
+}
+
+/// A hold of latchkey: what every guard offers.
+///
+/// Implemented by the lock guards ([`LockGuard`](crate::LockGuard),
+/// [`FairLockGuard`](crate::FairLockGuard), [`ReadGuard`](crate::ReadGuard),
+/// [`WriteGuard`](crate::WriteGuard)), [`MultiLockGuard`](crate::MultiLockGuard),
+/// [`RedLockGuard`](crate::RedLockGuard), [`Leadership`](crate::Leadership) and
+/// [`LeasedPermits`](crate::LeasedPermits), so code that runs a critical section can take any
+/// of them, also as `&dyn Guard` (every method but `unlock`, which consumes the guard). Each
+/// type has the same methods as inherent methods too: importing the trait is only needed for
+/// generic code.
 ///
 /// # Examples
 ///
 /// ```no_run
 /// use latchkey::Guard;
 ///
-/// /// Runs `job` under any lock guard, stopping it if the hold is lost.
+/// /// Runs `job` under any hold, stopping it if the hold is lost.
 /// async fn run_guarded<G: Guard>(guard: G, job: impl std::future::Future<Output = ()>) -> latchkey::Result<()> {
 ///     let token = guard.fencing_token(); // pass it to the store you write to
 ///     tokio::select! {
@@ -45,14 +157,19 @@ use crate::watchdog::{confirm_at, HoldKey, Lease, Release, Renewal, Ticket};
 ///         _ = job => guard.unlock().await,
 ///     }
 /// }
+///
+/// /// Logs any hold.
+/// fn describe(guard: &dyn Guard) -> String {
+///     format!("{} (token {:?}, lost: {})", guard.name(), guard.fencing_token(), guard.is_lost())
+/// }
 /// ```
 pub trait Guard: fmt::Debug + Send + Sync + sealed::Sealed {
-    /// The name of the lock, as given to the client's factory (without the namespace).
+    /// The name of the object held, as given to the client's factory (without the namespace).
     fn name(&self) -> &str;
 
-    /// The fencing token of this hold: strictly larger than the token of every earlier holder of
-    /// the lock (re-entered holds share their holder's token).
-    fn fencing_token(&self) -> u64;
+    /// The fencing token of this hold (see [`FencingToken`]); `None` for holds that have none
+    /// (permits, several locks at once, a RedLock built without fencing).
+    fn fencing_token(&self) -> Option<FencingToken>;
 
     /// Whether the hold is known to be lost (see [`Guard::lost`]).
     fn is_lost(&self) -> bool;
@@ -63,9 +180,7 @@ pub trait Guard: fmt::Debug + Send + Sync + sealed::Sealed {
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits.
-    fn lost(&self) -> impl Future<Output = ()> + Send + 'static
-    where
-        Self: Sized;
+    fn lost(&self) -> Lost;
 
     /// Releases the hold and waits for Redis to confirm it.
     ///
@@ -88,21 +203,34 @@ mod sealed {
 pub(crate) use sealed::Sealed;
 
 /// What the guard core needs of the primitive whose hold it keeps.
-pub(crate) trait Holds: Send + Sync + 'static {
+pub(crate) trait Holds: Clone + Send + Sync + 'static {
     fn client(&self) -> &Client;
     /// The name as the user gave it, for errors.
     fn name(&self) -> &str;
-    /// The hold in the client's registry.
-    fn hold(&self) -> &HoldKey;
-    /// The release script call for one hold, leaving `lease_ms` on remaining holds.
-    fn release_task(&self, lease_ms: u64) -> Task;
-    /// For a lock's last hold: the release to make again on a new primary after a Sentinel
+    /// What kind of hold (`"lock"`, `"read"`, `"write"`, …), for the registry and metrics.
+    fn kind(&self) -> &'static str;
+    /// The Redis key of the object.
+    fn key(&self) -> &Arc<str>;
+    /// The hash field an owner's hold is counted under: the owner id (the default), or a
+    /// field derived from it (the write side of a read-write lock).
+    fn field(&self, owner: &str) -> Arc<str> {
+        Arc::from(owner)
+    }
+    /// How the watchdog renews the hold of `field`: as a lock hash's field, unless the
+    /// primitive keeps its holds otherwise.
+    fn renewal(&self, field: &Arc<str>) -> Arc<dyn Renewal> {
+        crate::watchdog::LockRenewal::of(self.key(), field)
+    }
+    /// The release script call of the hold of `field`.
+    fn release_task(&self, field: &str) -> Task;
+    /// For a lock's hold: the release to make again on a new primary after a Sentinel
     /// failover, guarded by `token` (see `scripts/lock_release_resend.lua`).
-    fn resend_task(&self, _token: u64) -> Option<Task> {
+    fn resend_task(&self, _field: &str, _token: u64) -> Option<Task> {
         None
     }
 
-    /// One read-only command on the lock, within the command timeout (the name checked first).
+    /// One read-only command on the object, within the command timeout (the name checked
+    /// first).
     async fn read<T: redis::FromRedisValue + Send>(
         &self,
         cmd: &redis::Cmd,
@@ -118,65 +246,45 @@ pub(crate) trait Holds: Send + Sync + 'static {
 
     /// Whether anybody holds the lock (one `EXISTS`).
     async fn exists(&self) -> Result<bool> {
-        let cmd = redis::cmd("EXISTS").arg(&*self.hold().key).clone();
+        let cmd = redis::cmd("EXISTS").arg(&**self.key()).clone();
         Ok(self.read::<i64>(&cmd, "checking a lock").await? == 1)
-    }
-
-    /// How many holds this owner has (one `HGET` of its field).
-    async fn holds(&self) -> Result<u64> {
-        let cmd = redis::cmd("HGET")
-            .arg(&*self.hold().key)
-            .arg(&*self.hold().field)
-            .clone();
-        Ok(self
-            .read::<Option<u64>>(&cmd, "reading a hold count")
-            .await?
-            .unwrap_or(0))
     }
 
     /// The lock's remaining lease, whoever holds it (one `PTTL`); `None` without one.
     async fn pttl(&self) -> Result<Option<Duration>> {
-        let cmd = redis::cmd("PTTL").arg(&*self.hold().key).clone();
+        let cmd = redis::cmd("PTTL").arg(&**self.key()).clone();
         let ms: i64 = self.read(&cmd, "reading a lease").await?;
         Ok(u64::try_from(ms).ok().map(Duration::from_millis))
     }
 }
 
-/// Implements [`Holds`] for a lock handle: `holds!(Type, [path to its inner], hold field,
-/// |handle, lease_ms| release task)`, with an optional `resend = |handle, token| task`.
-macro_rules! holds {
-    ($handle:ty, [$($inner:ident).+], $hold:ident, $release:expr $(, resend = $resend:expr)?) => {
-        impl crate::guard::Holds for $handle {
-            fn client(&self) -> &crate::client::Client {
-                &self.$($inner).+.client
-            }
+/// The `client`, `name` and `kind` methods of a [`Holds`] impl for a handle whose `inner` has
+/// the client and the name.
+macro_rules! holds_common {
+    ($kind:literal) => {
+        fn client(&self) -> &crate::client::Client {
+            &self.inner.client
+        }
 
-            fn name(&self) -> &str {
-                &self.$($inner).+.name
-            }
+        fn name(&self) -> &str {
+            &self.inner.name
+        }
 
-            fn hold(&self) -> &crate::watchdog::HoldKey {
-                &self.$($inner).+.$hold
-            }
-
-            fn release_task(&self, lease_ms: u64) -> crate::task::Task {
-                ($release)(self, lease_ms)
-            }
-
-            $(
-                fn resend_task(&self, token: u64) -> Option<crate::task::Task> {
-                    Some(($resend)(self, token))
-                }
-            )?
+        fn kind(&self) -> &'static str {
+            $kind
         }
     };
 }
-pub(crate) use holds;
+pub(crate) use holds_common;
 
-/// The span of operation `op` on the lock `held` (see [`metrics::span`]).
+/// The span of operation `op` on `held` (see [`metrics::span`]).
 pub(crate) fn op_span<H: Holds>(held: &H, op: Op, wait: Option<Duration>) -> tracing::Span {
-    let primitive = metrics::primitive_of_kind(held.hold().kind);
-    metrics::span(op, primitive, held.name(), wait)
+    metrics::span(
+        op,
+        metrics::primitive_of_kind(held.kind()),
+        held.name(),
+        wait,
+    )
 }
 
 /// The lease in milliseconds: the watchdog timeout for a watchdog lease.
@@ -187,35 +295,116 @@ pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
     }
 }
 
-/// One acquire script call of a hold of `held`. Every lock-family acquire script takes the lease
-/// in ms first and the `alone` flag last (this handle holds nothing and has no other attempt or
-/// release under way, so a stranded hold of its own may be taken over), and answers
-/// `{1, token, holds}` for a grant; the grant is recorded in the client's registry and made into
-/// a guard with `guard`. Any other reply is handed to `refused`.
+/// One acquire call's owner: its id, the hash field its hold is counted under, and the release
+/// it owes if it ends without a guard after an attempt whose answer it did not get (a
+/// timeout, a lost connection, or a caller that went away while the attempt was in flight).
+/// Cloned into each attempt; the release is sent to the background task when the last clone
+/// goes. Holds of an owner id are only ever its own (no other acquire uses it), so that
+/// release can never free anybody else's hold.
+#[derive(Clone)]
+pub(crate) struct Claim<H: Holds>(Arc<ClaimInner<H>>);
+
+struct ClaimInner<H: Holds> {
+    held: H,
+    owner: Arc<str>,
+    field: Arc<str>,
+    /// An attempt was sent whose answer has not been seen, or was lost.
+    may_hold: AtomicBool,
+    /// An attempt's answer was lost: every later refusal leaves `may_hold` set.
+    uncertain: AtomicBool,
+    /// A guard was made: it releases the hold.
+    granted: AtomicBool,
+}
+
+impl<H: Holds> Claim<H> {
+    /// A new owner id of `held`'s client.
+    pub(crate) fn new(held: &H) -> Claim<H> {
+        Claim::with_owner(held, &held.client().next_owner())
+    }
+
+    /// The owner id `owner` of a hold this acquire builds on (a downgrade's write hold).
+    pub(crate) fn with_owner(held: &H, owner: &str) -> Claim<H> {
+        let owner: Arc<str> = Arc::from(owner);
+        Claim(Arc::new(ClaimInner {
+            field: held.field(&owner),
+            owner,
+            held: held.clone(),
+            may_hold: AtomicBool::new(false),
+            uncertain: AtomicBool::new(false),
+            granted: AtomicBool::new(false),
+        }))
+    }
+
+    /// The primitive handle the claim acquires.
+    pub(crate) fn held(&self) -> &H {
+        &self.0.held
+    }
+
+    /// The owner id.
+    pub(crate) fn owner(&self) -> &Arc<str> {
+        &self.0.owner
+    }
+
+    /// The hash field of the owner's hold.
+    pub(crate) fn field(&self) -> &Arc<str> {
+        &self.0.field
+    }
+
+    fn sending(&self) {
+        self.0.may_hold.store(true, Ordering::Release);
+    }
+
+    fn refused(&self) {
+        if !self.0.uncertain.load(Ordering::Acquire) {
+            self.0.may_hold.store(false, Ordering::Release);
+        }
+    }
+
+    fn lost_answer(&self) {
+        self.0.uncertain.store(true, Ordering::Release);
+    }
+
+    fn granted(&self) {
+        self.0.granted.store(true, Ordering::Release);
+    }
+}
+
+impl<H: Holds> Drop for ClaimInner<H> {
+    fn drop(&mut self) {
+        if *self.may_hold.get_mut() && !*self.granted.get_mut() {
+            let task = self.held.release_task(&self.field);
+            let _ = self.held.client().inner.background.send(task);
+        }
+    }
+}
+
+/// One acquire script call of `claim`'s hold of `held`. Every lock-family acquire script takes
+/// the lease in ms first, and answers `{1, token}` for a grant (its owner's hold, whether this
+/// call or an earlier sending of the same attempt made it); the grant is recorded in the
+/// client's registry and made into a guard with `guard`. Any other reply is handed to
+/// `refused`.
 ///
-/// A grant too few replicas acknowledged (replica sync) is undone with the release script of
-/// one hold. A timed-out call is [`Attempt::Stalled`] when the handle was alone (the next
-/// attempt takes over what it may have granted), and an error otherwise.
+/// A grant too few replicas acknowledged (replica sync) is undone with the release script. A
+/// call whose answer was lost (a timeout) is [`Attempt::Stalled`]: the next attempt takes the
+/// grant it may have made, and the claim releases it if there is none.
 pub(crate) async fn attempt_hold<H, G>(
-    held: &H,
+    claim: &Claim<H>,
     lease: Lease,
     call: AcquireCall<'_>,
     args: impl FnOnce(u64) -> Vec<String>,
-    renewal: impl FnOnce() -> Arc<dyn Renewal>,
     guard: impl FnOnce(GuardCore<H>) -> G,
     refused: impl FnOnce(&[i64]) -> Result<Attempt<G>>,
 ) -> Result<Attempt<G>>
 where
-    H: Holds + Clone,
+    H: Holds,
 {
+    let held = &claim.0.held;
     let client = &held.client().inner;
     let watchdog_timeout = client.config.watchdog_timeout;
     let lease_ms = lease_ms(lease, watchdog_timeout);
-    // Held until the grant is recorded: a concurrent attempt of this handle is not "alone".
-    let attempt = client.registry.begin_attempt(held.hold());
-    let mut args = args(lease_ms);
-    args.push(if attempt.alone { "1" } else { "0" }.to_owned());
+    let args = args(lease_ms);
     let sent_at = Instant::now();
+    claim.sending();
     let reply: Vec<i64> = match client
         .acquire_script(
             AcquireCall {
@@ -223,192 +412,179 @@ where
                 ..call
             },
             |reply: &Vec<i64>| reply.first() == Some(&1),
-            || held.release_task(lease_ms),
+            || held.release_task(claim.field()),
         )
         .await
     {
         Ok(reply) => reply,
-        Err(err) if err.is_uncertain() && attempt.alone => return Ok(Attempt::Stalled(err)),
+        Err(err) if err.is_uncertain() => {
+            claim.lost_answer();
+            return Ok(Attempt::Stalled(err));
+        }
         Err(err) => return Err(err),
     };
     match reply.as_slice() {
-        [1, token, holds] => {
+        [1, token] => {
+            claim.granted();
             metrics::record_token(*token as u64);
+            let key = HoldKey {
+                kind: held.kind(),
+                key: held.key().clone(),
+                field: claim.field().clone(),
+            };
             let ticket = client.registry.acquired(
-                held.hold().clone(),
+                key,
                 held.name(),
-                *holds as u64,
                 lease,
                 watchdog_timeout,
                 sent_at,
-                renewal(),
+                held.renewal(claim.field()),
             );
             Ok(Attempt::Granted(guard(GuardCore::new(
                 held.clone(),
+                claim.field().clone(),
                 ticket,
                 lease,
                 *token as u64,
             ))))
         }
-        other => refused(other),
+        other => {
+            claim.refused();
+            refused(other)
+        }
     }
 }
 
-/// A grant on release lasts this long past the registration's life (its park and 2 s): the
-/// time the message and the grantee have to start its section before the grant is confirmed.
-const GRANT_SLACK: Duration = Duration::from_secs(3);
-
-/// A grant on release is confirmed (renewed to the watchdog timeout) this long before its
-/// lease could run out, if its holder still holds it.
-const CONFIRM_BEFORE: Duration = Duration::from_millis(1500);
-
-/// The lease of a grant on release to a registration whose attempt parks `park` (the lock's
-/// and the fair lock's release scripts grant with it).
-pub(crate) fn grant_lease(park: Duration) -> Duration {
-    park + Duration::from_secs(2) + GRANT_SLACK
-}
-
-/// Whether an acquire with `lease` on `client` takes a lock granted on release (see
-/// `scripts/lock_release.lua`, `scripts/fair_release.lua`): with the watchdog's lease, long
-/// enough to outlast a grant's (the watchdog confirms it), and when nothing waits for replicas
-/// or follows a Sentinel failover (a grant is made by the releaser's script, not by the
-/// grantee's).
-pub(crate) fn takes_grants(client: &Client, lease: Lease) -> bool {
-    let client = &client.inner;
-    lease == Lease::Watchdog
-        && client.config.watchdog_timeout >= grant_lease(MAX_PARK)
-        && client.replicas.sync().is_none()
-        && client.conn.sentinels().is_none()
-}
-
-/// Takes a grant on release to a waiter of `held`: the hold is the handle's already, until at
-/// least the registration's send time plus the grant's lease. A grant too close to its end is
-/// given back with `give_back` (and the caller makes an ordinary attempt), and so is one to an
-/// owner that holds the lock or has an acquire or release of it under way (a clone, another
-/// task): the grant's hold may have been re-entered or taken over by then, which the ordinary
-/// attempt sorts out (the give-back, guarded by the grant's token, leaves a take-over alone and
-/// a re-entry's lease as it is). A taken grant is confirmed by the watchdog (renewed to its
-/// timeout) before its short lease could run out.
-pub(crate) fn take_grant<H: Holds + Clone>(
-    held: &H,
-    hand_off: HandOff,
-    give_back: impl FnOnce(u64) -> Task,
-    renewal: Arc<dyn Renewal>,
-) -> Option<GuardCore<H>> {
-    let client = &held.client().inner;
-    let valid_until = hand_off.registered_at + grant_lease(hand_off.park);
-    if valid_until < Instant::now() + CONFIRM_BEFORE || client.registry.busy(held.hold()) {
-        client.hub.give_back(give_back(hand_off.token));
-        return None;
-    }
-    let ticket = client.registry.acquired_until(
-        held.hold().clone(),
-        held.name(),
-        1,
-        Lease::Watchdog,
-        hand_off.registered_at,
-        valid_until,
-        renewal,
-    );
-    confirm_at(
-        client.conn.clone(),
-        client.registry.clone(),
-        held.hold().clone(),
-        ticket.gen,
-        valid_until - CONFIRM_BEFORE,
-        client.config.watchdog_timeout,
-        held.client().shutdown_token(),
-    );
-    Some(GuardCore::new(
-        held.clone(),
-        ticket,
-        Lease::Watchdog,
-        hand_off.token,
-    ))
-}
-
-/// One hold of a primitive `H`: the shared part of every lock guard.
-pub(crate) struct GuardCore<H: Holds> {
+/// One hold, shared by its guard and the guards that re-entered it.
+struct Hold<H: Holds> {
     held: H,
+    field: Arc<str>,
     ticket: Ticket,
     lease: Lease,
     fencing_token: u64,
-    released: bool,
     /// When the grant was made, for `latchkey_hold_duration_seconds`.
     granted_at: Instant,
+    /// Released by `unlock()`: nothing left for the drop to do.
+    released: bool,
 }
 
+impl<H: Holds> Hold<H> {
+    /// Tells the registry this hold is being released and returns the release to send, and
+    /// whether the hold was still held (not lost). A lost hold is released all the same: its
+    /// owner id is its own alone, so the release can only remove what is left of it (a grant
+    /// that came too late to be kept, a hold whose renewals failed), never anybody else's.
+    fn release(&mut self) -> (Task, bool) {
+        self.released = true;
+        let primitive = metrics::primitive_of_kind(self.held.kind());
+        Site::new(self.held.client(), primitive, self.held.name()).observe(
+            metrics::HOLD_DURATION,
+            &[],
+            self.granted_at.elapsed(),
+        );
+        let client = &self.held.client().inner;
+        let held = client.registry.released(&self.ticket);
+        if held {
+            let (holds, field, token) = (&self.held, &self.field, self.fencing_token);
+            client
+                .follow
+                .resends
+                .record(|| holds.resend_task(field, token));
+        }
+        (self.held.release_task(&self.field), held)
+    }
+
+    async fn unlock(mut self) -> Result<()> {
+        let (task, held) = self.release();
+        let conn = &self.held.client().inner.conn;
+        let left: i64 = task.run_detached(conn, self.held.name()).await?;
+        if !held || left < 0 {
+            return Err(Error::NotOwner {
+                name: self.held.name().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<H: Holds> Drop for Hold<H> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let (task, _) = self.release();
+        let _ = self.held.client().inner.background.send(task);
+    }
+}
+
+/// A guard of a hold of a primitive `H`: the shared part of every lock guard.
+pub(crate) struct GuardCore<H: Holds>(Arc<Hold<H>>);
+
 impl<H: Holds> GuardCore<H> {
-    pub(crate) fn new(held: H, ticket: Ticket, lease: Lease, fencing_token: u64) -> GuardCore<H> {
-        GuardCore {
+    pub(crate) fn new(
+        held: H,
+        field: Arc<str>,
+        ticket: Ticket,
+        lease: Lease,
+        fencing_token: u64,
+    ) -> GuardCore<H> {
+        GuardCore(Arc::new(Hold {
             held,
+            field,
             ticket,
             lease,
             fencing_token,
-            released: false,
             granted_at: Instant::now(),
-        }
+            released: false,
+        }))
     }
 
     /// The primitive handle this hold belongs to.
     pub(crate) fn held(&self) -> &H {
-        &self.held
+        &self.0.held
     }
 
-    pub(crate) fn fencing_token(&self) -> u64 {
-        self.fencing_token
+    /// The hash field of this hold (the owner id, for most primitives).
+    pub(crate) fn field(&self) -> &Arc<str> {
+        &self.0.field
+    }
+
+    pub(crate) fn fencing_token(&self) -> FencingToken {
+        FencingToken(self.0.fencing_token)
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        self.ticket.lost.is_cancelled()
+        self.0.ticket.lost.is_cancelled()
     }
 
-    pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.ticket.lost.clone().cancelled_owned()
+    pub(crate) fn lost(&self) -> Lost {
+        Lost::new(self.0.ticket.lost.clone().cancelled_owned())
     }
 
-    /// Tells the registry this hold is being released and returns the release to send, if
-    /// there is one to send (a lost hold has none).
-    fn release(&mut self) -> Option<Task> {
-        self.released = true;
-        self.site()
-            .observe(metrics::HOLD_DURATION, &[], self.granted_at.elapsed());
-        let client = &self.held.client().inner;
-        let release = client.registry.released(
-            self.held.hold(),
-            &self.ticket,
-            self.lease,
-            client.config.watchdog_timeout,
-        );
-        let Release::Redis {
-            lease_ms,
-            mark,
-            last,
-        } = release
-        else {
-            return None;
-        };
-        if last {
-            let (held, token) = (&self.held, self.fencing_token);
-            client.follow.resends.record(|| held.resend_task(token));
-        }
-        Some(self.held.release_task(lease_ms).releasing(mark))
+    /// One more guard of the same hold.
+    pub(crate) fn reenter(&self) -> GuardCore<H> {
+        GuardCore(self.0.clone())
     }
 
-    /// Where this hold's metrics are recorded.
-    fn site(&self) -> Site {
-        let primitive = metrics::primitive_of_kind(self.held.hold().kind);
-        Site::new(self.held.client(), primitive, self.held.name())
+    /// How many guards share this hold.
+    pub(crate) fn guards(&self) -> usize {
+        Arc::strong_count(&self.0)
     }
 
-    /// Releases the hold and waits for Redis to confirm it; the release runs detached, so it
-    /// completes if this future is dropped. Runs in an `unlock` span.
+    /// Releases this guard; the last guard of the hold releases it in Redis and waits for
+    /// Redis to confirm it (the release runs detached, so it completes if this future is
+    /// dropped). Runs in an `unlock` span.
     pub(crate) fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        let primitive = metrics::primitive_of_kind(self.held.hold().kind);
-        let span = metrics::span(Op::Unlock, primitive, self.held.name(), None);
-        span.record("token", self.fencing_token);
+        let primitive = metrics::primitive_of_kind(self.0.held.kind());
+        let span = metrics::span(Op::Unlock, primitive, self.0.held.name(), None);
+        span.record("token", self.0.fencing_token);
         async move {
-            let result = self.unlock_inner().await;
+            let result = match Arc::try_unwrap(self.0) {
+                Ok(hold) => hold.unlock().await,
+                Err(shared) if shared.ticket.lost.is_cancelled() => Err(Error::NotOwner {
+                    name: shared.held.name().to_owned(),
+                }),
+                Err(_) => Ok(()),
+            };
             metrics::record_outcome(match &result {
                 Ok(()) => "released",
                 Err(err) if err.is_not_owner() => "not_owner",
@@ -419,46 +595,31 @@ impl<H: Holds> GuardCore<H> {
         .instrument(span)
     }
 
-    async fn unlock_inner(mut self) -> Result<()> {
-        let task = self.release();
-        let not_owner = |held: &H| Error::NotOwner {
-            name: held.name().to_owned(),
-        };
-        let Some(task) = task else {
-            return Err(not_owner(&self.held));
-        };
-        let conn = &self.held.client().inner.conn;
-        let left: i64 = task.run_detached(conn, self.held.name()).await?;
-        if left < 0 {
-            return Err(not_owner(&self.held));
-        }
-        Ok(())
-    }
-
     pub(crate) fn debug(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
         f.debug_struct(kind)
-            .field("lock", &self.held.name())
-            .field("fencing_token", &self.fencing_token)
-            .field("lease", &self.lease)
+            .field("lock", &self.0.held.name())
+            .field("owner", &self.0.field)
+            .field("fencing_token", &self.0.fencing_token)
+            .field("lease", &self.0.lease)
+            .field("guards", &self.guards())
             .field("lost", &self.is_lost())
             .finish()
     }
 }
 
-impl<H: Holds> Drop for GuardCore<H> {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        if let Some(task) = self.release() {
-            let _ = self.held.client().inner.background.send(task);
-        }
-    }
-}
-
 /// The methods every lock guard has, delegating to its `core` field: `fencing_token`,
-/// `is_lost`, `lost`, `unlock`, `Debug` and [`Guard`].
+/// `is_lost`, `lost`, `reenter`, `unlock`, `Debug` and [`Guard`].
 macro_rules! lock_guard {
+    ($guard:ident, $accessor:ident: $handle:ty, $example:literal) => {
+        impl $guard {
+            /// The handle this guard holds a lock of.
+            pub fn $accessor(&self) -> &$handle {
+                self.core.held()
+            }
+        }
+
+        crate::guard::lock_guard!($guard, $example);
+    };
     ($guard:ident, $example:literal) => {
         impl std::fmt::Debug for $guard {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -468,10 +629,10 @@ macro_rules! lock_guard {
 
         impl $guard {
             /// The fencing token of this hold: strictly larger than the token of every earlier
-            /// holder of this lock (re-entered holds share their holder's token). Give it to
-            /// the storage you write to, and have the storage refuse writes with a token
-            /// smaller than one it has seen.
-            pub fn fencing_token(&self) -> u64 {
+            /// holder of this lock (re-entered guards share their hold's token). Give it to the
+            /// storage you write to, and have the storage refuse writes with a token smaller
+            /// than one it has seen.
+            pub fn fencing_token(&self) -> crate::FencingToken {
                 self.core.fencing_token()
             }
 
@@ -502,12 +663,43 @@ macro_rules! lock_guard {
             /// # Ok(())
             /// # }
             /// ```
-            pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+            pub fn lost(&self) -> crate::Lost {
                 self.core.lost()
             }
 
-            /// Releases this hold now and waits for Redis to confirm it. The guard is consumed,
-            /// so a hold cannot be released twice.
+            /// Re-enters the hold: one more guard of it, with the same owner id, fencing token
+            /// and lease, without a round trip. The hold is released in Redis when its last
+            /// guard is (by `unlock()` or by dropping it). This is how code that already holds
+            /// the lock calls code that takes it too: pass the guard, or a re-entered one,
+            /// rather than acquiring again (another acquire is another owner, and waits).
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            #[doc = concat!("let outer = ", $example, ".await?;")]
+            /// let inner = outer.reenter();
+            /// assert_eq!(inner.fencing_token(), outer.fencing_token());
+            /// inner.unlock().await?; // still held by `outer`
+            /// outer.unlock().await?; // released
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn reenter(&self) -> $guard {
+                $guard {
+                    core: self.core.reenter(),
+                }
+            }
+
+            /// The owner id of this hold (`<client id>:<n>`), as `latchkey status` shows it:
+            /// every acquire is an owner of its own.
+            pub fn owner_id(&self) -> &str {
+                self.core.field()
+            }
+
+            /// Releases this guard and waits for Redis to confirm the release. The guard is
+            /// consumed, so a hold cannot be released twice. A re-entered hold is released in
+            /// Redis by its last guard; the others return at once.
             ///
             /// # Cancel safety
             ///
@@ -517,11 +709,11 @@ macro_rules! lock_guard {
             ///
             /// # Errors
             ///
-            /// [`Error::NotOwner`](crate::Error::NotOwner) if the hold was already gone
-            /// (expired, lost, force-unlocked): nothing is changed then, and a successor's hold
-            /// is untouched. Connection errors if Redis cannot be reached; the hold then
-            /// expires with its lease, unless this handle acquires again first: its next
-            /// acquire takes the stranded hold over as a new hold (a new fencing token).
+            /// [`Error::NotOwner`](crate::Error::NotOwner) if the hold was lost (expired,
+            /// force-unlocked, or reported lost by the watchdog): a successor's hold is
+            /// untouched (its owner id is another), and what is left of this one in Redis, if
+            /// anything, is released. Connection errors if Redis cannot be reached; the hold
+            /// then expires with its lease.
             ///
             /// # Examples
             ///
@@ -537,6 +729,14 @@ macro_rules! lock_guard {
             }
         }
 
+        crate::guard::core_guard!($guard);
+    };
+}
+pub(crate) use lock_guard;
+
+/// [`Guard`] for a guard type over a [`GuardCore`] in its `core` field.
+macro_rules! core_guard {
+    ($guard:ident) => {
         impl crate::guard::Sealed for $guard {}
 
         impl crate::Guard for $guard {
@@ -544,15 +744,15 @@ macro_rules! lock_guard {
                 crate::guard::Holds::name(self.core.held())
             }
 
-            fn fencing_token(&self) -> u64 {
-                self.core.fencing_token()
+            fn fencing_token(&self) -> Option<crate::FencingToken> {
+                Some(self.core.fencing_token())
             }
 
             fn is_lost(&self) -> bool {
                 self.core.is_lost()
             }
 
-            fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+            fn lost(&self) -> crate::Lost {
                 self.core.lost()
             }
 
@@ -562,7 +762,7 @@ macro_rules! lock_guard {
         }
     };
 }
-pub(crate) use lock_guard;
+pub(crate) use core_guard;
 
 /// The four acquire methods every lock handle has (`lock`, `try_lock`, `lock_with`,
 /// `try_lock_with`), over its `acquire(lease, deadline)`. The docs of `lock` (what waiting means
@@ -709,7 +909,7 @@ macro_rules! lock_methods {
 }
 pub(crate) use lock_methods;
 
-/// `is_locked`, `hold_count` and `remaining_lease` of a reentrant lock handle, one command each.
+/// `is_locked` and `remaining_lease` of a lock handle, one command each.
 macro_rules! lock_reads {
     ($handle:ident) => {
         impl $handle {
@@ -737,32 +937,6 @@ macro_rules! lock_reads {
             #[tracing::instrument(level = "debug", name = "is_locked", skip_all, fields(name = %self.name()))]
             pub async fn is_locked(&self) -> crate::Result<bool> {
                 crate::guard::Holds::exists(self).await
-            }
-
-            /// How many holds this handle (and its clones) has on the lock; 0 if it holds none.
-            ///
-            /// # Cancel safety
-            ///
-            /// Cancel safe: a read.
-            ///
-            /// # Errors
-            ///
-            /// Connection errors, [`Error::WrongType`](crate::Error::WrongType) if the key is not
-            /// a hash.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
-            /// let outer = lock.lock().await?;
-            /// let inner = lock.lock().await?; // re-entered
-            /// assert_eq!(lock.hold_count().await?, 2);
-            /// # Ok(())
-            /// # }
-            /// ```
-            #[tracing::instrument(level = "debug", name = "hold_count", skip_all, fields(name = %self.name()))]
-            pub async fn hold_count(&self) -> crate::Result<u64> {
-                crate::guard::Holds::holds(self).await
             }
 
             /// The time until the lock expires, whoever holds it; `None` if nobody holds it (or

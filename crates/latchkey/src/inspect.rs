@@ -15,6 +15,7 @@ use crate::keys::{
 use crate::lock::Holder;
 use crate::permit_semaphore::PermitId;
 use crate::scripts;
+use crate::scripts::Invoke;
 use crate::wait::unexpected;
 
 /// How many keys one `SCAN` call is asked to look at.
@@ -136,8 +137,9 @@ pub struct Inspection {
     pub rw_mode: Option<RwMode>,
     /// Locks: the time left on the lease; `None` when free or without expiry.
     pub remaining_lease: Option<Duration>,
-    /// Locks: the fencing token of the latest holder; `None` if never taken by latchkey.
-    pub fencing_token: Option<u64>,
+    /// Locks: the fencing token of the latest holder; `None` if not taken by latchkey in the
+    /// last minute or so (the counter expires with its lock idle).
+    pub fencing_token: Option<crate::FencingToken>,
     /// Locks: how many latchkey clients wait for it; read-write locks: how many writers wait.
     pub waiting_clients: u64,
     /// Fair locks: the owners in line, first in line first (at most 1000).
@@ -183,8 +185,8 @@ fn lease(pttl: i64) -> Option<Duration> {
     (pttl >= 0).then(|| Duration::from_millis(pttl as u64))
 }
 
-fn token(value: i64) -> Option<u64> {
-    (value >= 0).then_some(value as u64)
+fn token(value: i64) -> Option<crate::FencingToken> {
+    (value >= 0).then(|| crate::FencingToken::new(value as u64))
 }
 
 impl Client {
@@ -223,7 +225,7 @@ impl Client {
         let rw = RwLockKeys::new(namespace, name);
         let semaphore = SemaphoreKeys::new(namespace, name);
         let permits = PermitSemaphoreKeys::new(namespace, name);
-        let mut invocation = scripts::INSPECT.prepare_invoke();
+        let mut invocation = scripts::INSPECT.invocation();
         invocation
             .key(&*lock.hash)
             .key(&*lock.token)
@@ -287,7 +289,7 @@ impl Client {
                 let total: i64 = parse(next())?;
                 Inspection {
                     available_permits: Some(available),
-                    total_permits: token(total),
+                    total_permits: u64::try_from(total).ok(),
                     ..Inspection::new(name, Kind::Semaphore)
                 }
             }

@@ -132,11 +132,6 @@ pub(crate) struct LockKeys {
     pub(crate) alive: Arc<str>,
     /// latchkey's hand-off reservation.
     pub(crate) hand_off: Arc<str>,
-    /// The prefix of the clients' grant channels, `redisson_lock__channel:{name}:latchkey:`: a
-    /// client's is the prefix and its wake id. Under the unlock channel's name, so that an ACL
-    /// that allows `redisson_*` channels allows it, and in its hash slot; Redisson's own
-    /// channels under that name end in a UUID and a thread id, never in `latchkey:<number>`.
-    pub(crate) grants: Arc<str>,
 }
 
 impl LockKeys {
@@ -150,10 +145,6 @@ impl LockKeys {
             queue: key("latchkey_lock_queue"),
             alive: key("latchkey_lock_alive"),
             hand_off: key("latchkey_lock_handoff"),
-            grants: Arc::from(format!(
-                "{}:latchkey:",
-                prefix_name("redisson_lock__channel", &object)
-            )),
             hash: Arc::from(object),
         }
     }
@@ -212,9 +203,6 @@ pub(crate) struct FairLockKeys {
     pub(crate) deadlines: Arc<str>,
     /// `redisson_lock__channel:{name}`: each waiter's wake channel is `<this>:<owner>`.
     pub(crate) channel_prefix: Arc<str>,
-    /// latchkey's grant registrations, `latchkey_fair_grants:{name}` (hash of owner id → the
-    /// terms on which its waiter takes the lock granted on release).
-    pub(crate) grants: Arc<str>,
 }
 
 impl FairLockKeys {
@@ -227,7 +215,6 @@ impl FairLockKeys {
             queue: key("redisson_lock_queue"),
             deadlines: key("redisson_lock_timeout"),
             channel_prefix: key("redisson_lock__channel"),
-            grants: key("latchkey_fair_grants"),
             hash: Arc::from(object),
         }
     }
@@ -367,6 +354,8 @@ pub(crate) struct QueueKeys {
     pub(crate) unacked: Arc<str>,
     pub(crate) attempts: Arc<str>,
     pub(crate) dead: Arc<str>,
+    /// Item id → why it was dead-lettered.
+    pub(crate) dead_reason: Arc<str>,
     /// Item id → due time (ms since the epoch), until the item is finished.
     pub(crate) due: Arc<str>,
     pub(crate) delay_channel: Arc<str>,
@@ -385,6 +374,7 @@ impl QueueKeys {
             unacked: key("latchkey_queue_unacked"),
             attempts: key("latchkey_queue_attempts"),
             dead: key("latchkey_queue_dead"),
+            dead_reason: key("latchkey_queue_dead_reason"),
             due: key("latchkey_queue_due"),
             delay_channel: key("latchkey_delay_queue_channel"),
             ready_channel: key("latchkey_queue_channel"),
@@ -460,13 +450,7 @@ mod tests {
         );
 
         let fair = FairLockKeys::new(None, "printer");
-        let names = [
-            &fair.hash,
-            &fair.token,
-            &fair.queue,
-            &fair.deadlines,
-            &fair.grants,
-        ];
+        let names = [&fair.hash, &fair.token, &fair.queue, &fair.deadlines];
         assert_eq!(
             names.map(|n| &**n),
             [
@@ -474,7 +458,6 @@ mod tests {
                 "redisson_lock_token:{printer}",
                 "redisson_lock_queue:{printer}",
                 "redisson_lock_timeout:{printer}",
-                "latchkey_fair_grants:{printer}",
             ]
         );
         assert_eq!(
@@ -526,6 +509,7 @@ mod tests {
             &queue.unacked,
             &queue.attempts,
             &queue.dead,
+            &queue.dead_reason,
             &queue.due,
             &queue.delay_channel,
             &queue.ready_channel,
@@ -539,6 +523,7 @@ mod tests {
                 "latchkey_queue_unacked:{jobs}",
                 "latchkey_queue_attempts:{jobs}",
                 "latchkey_queue_dead:{jobs}",
+                "latchkey_queue_dead_reason:{jobs}",
                 "latchkey_queue_due:{jobs}",
                 "latchkey_delay_queue_channel:{jobs}",
                 "latchkey_queue_channel:{jobs}",

@@ -36,19 +36,26 @@ mod watchdog;
 #[cfg(test)]
 mod layers_test;
 
+/// The redis-rs crate latchkey is built on, so that the application's own client
+/// ([`ClientBuilder::from_redis_client`], [`ClientBuilder::from_cluster_client`]) is always of
+/// the version latchkey takes.
+pub use redis;
+
 pub use client::{Client, ClientBuilder};
 pub use codec::{Codec, Json};
 pub use election::{Election, Leader, Leadership};
 pub use error::{Error, Refused, Result};
 pub use fair_lock::{FairLock, FairLockGuard};
-pub use guard::Guard;
+pub use guard::{FencingToken, Guard, Lost};
 pub use inspect::{Inspection, Kind, LeasedPermit, RwMode};
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lock::{Holder, Lock, LockGuard, LockOptions, LockStatus};
 pub use multi_lock::{MultiLock, MultiLockGuard};
 pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemaphore};
-pub use queue::{Ack, BlockingQueue, DelayedQueue, Delivery, ItemId, Nack, PendingItem};
+pub use queue::{
+    Ack, BlockingQueue, DeadLetter, DelayedQueue, Delivery, ItemId, Nack, PendingItem,
+};
 pub use redlock::{RedLock, RedLockBuilder, RedLockGuard};
 pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};

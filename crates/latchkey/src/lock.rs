@@ -8,37 +8,25 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::guard::{
-    attempt_hold, grant_lease, holds, lock_guard, lock_methods, lock_reads, take_grant,
-    takes_grants, GuardCore,
-};
+use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, LockKeys};
 use crate::metrics::Site;
-use crate::pubsub::{Dispose, WakePolicy};
+use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts;
-use crate::task::{detached, Task};
-use crate::wait::{unexpected, Attempt, HandOff, Waiting};
-use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal};
+use crate::scripts::Invoke;
+use crate::task::{detached_try, Task};
+use crate::wait::{unexpected, Attempt, Waiting};
+use crate::watchdog::{check_lease, Lease, COUNTER_IDLE};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
 
-/// How long a lock may pass from waiter to waiter by grants on release: then one release
-/// frees it instead, so that Redisson clients, which are not in latchkey's wait queue, get
-/// their chance at it at least this often.
-pub(crate) const MAX_GRANT_STREAK: Duration = Duration::from_secs(1);
-
-/// How long latchkey waiters hold back after a streak of grants ends, so that a Redisson
-/// client's retry on the unlock message can win the free lock.
-pub(crate) const GRANT_PAUSE: Duration = Duration::from_millis(10);
-
 impl Client {
-    /// A reentrant lock named `name`, with a new owner id (`<client id>:<n>`).
+    /// A lock named `name`: a handle that acquires it, shared freely (clones are the same
+    /// handle, and every acquire through any of them is an owner of its own).
     ///
-    /// Making the handle sends nothing; the name is checked when the handle is used. Clones of the
-    /// handle share its owner id, so they re-enter each other's holds; call `client.lock(name)`
-    /// again, or [`Lock::new_owner`], for another owner.
+    /// Making the handle sends nothing; the name is checked when the handle is used.
     ///
     /// # Examples
     ///
@@ -46,7 +34,7 @@ impl Client {
     /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
     /// let lock = client.lock("orders:1001");
     /// let guard = lock.lock().await?;
-    /// assert_eq!(lock.hold_count().await?, 1);
+    /// assert!(lock.is_locked().await?);
     /// guard.unlock().await?;
     /// # Ok(())
     /// # }
@@ -65,8 +53,9 @@ pub struct LockStatus {
     pub holders: Vec<Holder>,
     /// Time left on the lease; `None` when free or without expiry.
     pub remaining_lease: Option<Duration>,
-    /// The fencing token of the latest holder; `None` if the lock was never taken by latchkey.
-    pub fencing_token: Option<u64>,
+    /// The fencing token of the latest holder; `None` if the lock was not taken by latchkey in
+    /// the last minute or so (the counter expires with its lock idle).
+    pub fencing_token: Option<crate::FencingToken>,
     /// How many latchkey clients are registered as waiting.
     pub waiting_clients: u64,
 }
@@ -77,7 +66,8 @@ pub struct LockStatus {
 pub struct Holder {
     /// The owner id (`<client id>:<n>` for latchkey and Redisson clients).
     pub owner: String,
-    /// How many holds it has.
+    /// How many holds it has: 1 for a latchkey owner (its re-entries are counted by its
+    /// guards); a Redisson thread counts its re-entries here.
     pub holds: u64,
 }
 
@@ -142,25 +132,23 @@ impl LockOptions {
     }
 }
 
-/// A distributed reentrant lock, kept in Redis in Redisson's `RLock` layout.
+/// A distributed lock, kept in Redis in Redisson's `RLock` layout.
 ///
-/// # Clones share the owner
+/// Made by [`Client::lock`]. Share it as you would an `Arc<tokio::sync::Mutex>`: clone it into
+/// tasks, keep it in application state. **Every acquire is an owner of its own**, whichever
+/// handle or clone it is made through, so two acquires always exclude each other — two tasks,
+/// two requests, or two futures of one task polled together (`join!`, `select!`).
 ///
-/// **Cloning a handle does not make a new owner.** A clone has the same owner id, so it
-/// re-enters the holds of the original (a `lock()` on a clone while the original holds the lock
-/// returns at once, with the hold count raised), from any task or thread. To exclude each other,
-/// two tasks need two owners: [`Lock::new_owner`] (or `client.lock(name)` again) gives a
-/// handle for the same name with a new owner id.
+/// Re-entry is explicit: code that holds the lock and calls code that needs it passes the
+/// guard, or a guard made by [`LockGuard::reenter`] (no round trip); the hold is released when
+/// its last guard is. Another `lock()` while holding the lock is another owner, and waits for
+/// the first (as a second `lock()` of a `tokio::sync::Mutex` in the same task would).
 ///
-/// Made by [`Client::lock`]. The identity of the owner is the handle: every `Lock` made by
-/// `client.lock(name)` has its own owner id, and its clones share it, so a clone re-enters a
-/// hold of the original (and is released by the matching guard), whichever task or thread it is
-/// used from. Two handles for the same name exclude each other, even within one client.
-///
-/// The lock is a Redis hash at key `name` whose field `<client id>:<n>` counts the holds; its
-/// TTL is the lease. A fencing counter at `redisson_lock_token:{name}` gives each new holder a
-/// larger token. Waiters listen on `redisson_lock__channel:{name}`, so Redisson (Java) clients
-/// and latchkey clients can share a lock.
+/// The lock is a Redis hash at key `name` whose field `<client id>:<n>` (the acquire's owner
+/// id) holds the hold count; its TTL is the lease. A fencing counter at
+/// `redisson_lock_token:{name}` gives each new holder a larger token. Waiters listen on
+/// `redisson_lock__channel:{name}`, so Redisson (Java) clients and latchkey clients can share a
+/// lock.
 ///
 /// # Examples
 ///
@@ -185,19 +173,10 @@ pub struct Lock {
 struct LockInner {
     client: Client,
     name: String,
-    hold: HoldKey,
-    token_key: Arc<str>,
-    channel: Arc<str>,
-    queue_key: Arc<str>,
-    alive_key: Arc<str>,
-    hand_off_key: Arc<str>,
-    /// The prefix of the clients' grant channels (see `LockKeys::grants`).
-    grant_prefix: Arc<str>,
-    /// This client's grant channel for the lock.
-    grant_channel: Arc<str>,
+    keys: LockKeys,
 }
 
-named_debug!(Lock, "owner" => hold.field);
+named_debug!(Lock);
 
 /// What a granted attempt does to the caller's client's place in the lock's wait queue.
 #[derive(Clone, Copy)]
@@ -217,18 +196,17 @@ lock_methods! {
     /// Acquires the lock, waiting as long as it takes. The lease is the client's watchdog
     /// timeout, renewed by the watchdog until the guard is released.
     ///
-    /// If this handle (or a clone) already holds the lock, the hold count goes up and the call
-    /// returns at once.
+    /// Every call is an owner of its own: it waits while anybody else holds the lock, including
+    /// another guard of this process (see [`LockGuard::reenter`] for re-entry).
     ///
     /// # Redis stalls
     ///
-    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait has time left, the attempt
-    /// is made again after a short pause, within the wait: a stall shorter than the wait is waited
-    /// through (without a limit, any stall). That is safe when this handle (or a clone) held nothing and
-    /// had no other acquire or release under way: a grant that the timed-out call made after all is
-    /// then taken over by the next attempt as one fresh hold (new fencing token). A reentrant
-    /// acquire (the handle already holds the lock) returns the timeout instead, since repeating it
-    /// could count one hold twice. The leases of held locks are unchanged.
+    /// If a call to Redis times out ([`Error::Timeout`](crate::Error::Timeout)) while the wait
+    /// has time left, the attempt is made again after a short pause, within the wait: a stall
+    /// shorter than the wait is waited through (without a limit, any stall). That is safe: a
+    /// grant that the timed-out call made after all belongs to this call's owner id alone, and
+    /// the next attempt takes it as its grant. If the wait ends first, that hold is released in
+    /// the background.
     ///
     /// # Cancel safety
     ///
@@ -263,25 +241,8 @@ lock_methods! {
 impl Lock {
     pub(crate) fn new(client: Client, name: String) -> Lock {
         let keys = LockKeys::new(client.namespace(), &name);
-        let field = client.next_owner();
-        let grant_channel = Arc::from(format!("{}{}", keys.grants, client.inner.wake_id));
         Lock {
-            inner: Arc::new(LockInner {
-                client,
-                name,
-                hold: HoldKey {
-                    kind: "lock",
-                    key: keys.hash,
-                    field: Arc::from(field),
-                },
-                token_key: keys.token,
-                channel: keys.channel,
-                queue_key: keys.queue,
-                alive_key: keys.alive,
-                hand_off_key: keys.hand_off,
-                grant_channel,
-                grant_prefix: keys.grants,
-            }),
+            inner: Arc::new(LockInner { client, name, keys }),
         }
     }
 
@@ -301,87 +262,35 @@ impl Lock {
         &self.inner.name
     }
 
-    /// The owner id of this handle (`<client id>:<n>`), the hash field that counts its holds.
-    pub fn owner_id(&self) -> &str {
-        &self.inner.hold.field
-    }
-
-    /// A handle for the same lock with a **new owner** id: unlike a clone, it does not re-enter
-    /// this handle's holds but waits for them like any other owner. The same as calling
-    /// [`Client::lock`] with the name again. Sends nothing.
-    ///
-    /// # Examples
-    ///
-    /// Two owners in one process exclude each other:
-    ///
-    /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// use std::time::Duration;
-    ///
-    /// let lock = client.lock("orders:1001");
-    /// let guard = lock.lock().await?;
-    ///
-    /// let same_owner = lock.clone();
-    /// let again = same_owner.lock().await?; // re-enters: the hold count is 2
-    ///
-    /// let other_owner = lock.new_owner();
-    /// assert!(other_owner.try_lock(Duration::ZERO).await?.is_none()); // excluded
-    /// # drop((guard, again));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn new_owner(&self) -> Lock {
-        self.inner.client.lock(self.inner.name.clone())
-    }
-
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
         check_name(&self.inner.name)?;
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
-            grants: takes_grants(&self.inner.client, lease).then(|| {
-                let lock = self.clone();
-                Dispose(Arc::new(move |token| lock.give_back_task(token)))
-            }),
-            grant_channel: Some(&self.inner.grant_channel),
             site: Some(Site::new(&self.inner.client, "lock", &self.inner.name)),
             ..Waiting::new(
                 &self.inner.client.inner.hub,
-                &self.inner.channel,
+                &self.inner.keys.channel,
                 WakePolicy::Lock,
             )
         };
+        let claim = Claim::new(self);
         waiting
             .run(deadline, |turn| {
                 // Nobody of this client waits for the lock (no subscription, no other waiter):
-                // the client is not in the lock's wait queue, and a grant has nothing to drop
-                // there.
+                // the client is not in the lock's wait queue.
                 let queue = match (turn.others, turn.subscribed) {
                     (0, false) => Queue::NotRegistered,
                     (0, true) => Queue::Leave,
                     _ => Queue::Stay,
                 };
-                let handed = turn
-                    .hand_off
-                    .and_then(|hand_off| self.take_hand_off(hand_off));
-                async move {
-                    match handed {
-                        Some(guard) => Ok(Attempt::Granted(guard)),
-                        None => {
-                            let grant = turn.grant_seq.map(|seq| (seq, turn.private_grant));
-                            self.attempt(lease, turn.park, queue, grant).await
-                        }
-                    }
-                }
+                let claim = claim.clone();
+                // Boxed (as a `dyn Future`, which also keeps the callers' `Send` checks
+                // shallow), and run detached: a caller who goes away cannot strand a hold (see
+                // `task::detached`).
+                detached_try(async move { attempt(claim, lease, turn.park, queue).await }.boxed())
             })
             .await
-    }
-
-    /// Takes a grant on release (see [`take_grant`]).
-    fn take_hand_off(&self, hand_off: HandOff) -> Option<LockGuard> {
-        let renewal = LockRenewal::of(&self.inner.hold);
-        take_grant(self, hand_off, |token| self.give_back_task(token), renewal)
-            .map(|core| LockGuard { core })
     }
 
     /// The clean-up run when this client's last waiter for the lock gives up: unregister the
@@ -390,7 +299,13 @@ impl Lock {
         let inner = &self.inner;
         Task::new(
             &scripts::LOCK_LEAVE,
-            self.queue_keys(),
+            vec![
+                inner.keys.hash.clone(),
+                inner.keys.channel.clone(),
+                inner.keys.queue.clone(),
+                inner.keys.alive.clone(),
+                inner.keys.hand_off.clone(),
+            ],
             vec![
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
@@ -399,159 +314,6 @@ impl Lock {
             ],
             "leaving a lock's wait queue",
         )
-    }
-
-    /// KEYS of the release and leave scripts: the lock and its wait queue.
-    fn queue_keys(&self) -> Vec<Arc<str>> {
-        let inner = &self.inner;
-        [
-            &inner.hold.key,
-            &inner.channel,
-            &inner.queue_key,
-            &inner.alive_key,
-            &inner.hand_off_key,
-        ]
-        .into_iter()
-        .cloned()
-        .collect()
-    }
-
-    /// The guarded release of this handle's last hold, granted with `token`, sent again to a new
-    /// primary after a failover (see `scripts/lock_release_resend.lua`).
-    fn resend_task(&self, token: u64) -> Task {
-        let inner = &self.inner;
-        Task::new(
-            &scripts::LOCK_RELEASE_RESEND,
-            vec![
-                inner.hold.key.clone(),
-                inner.token_key.clone(),
-                inner.channel.clone(),
-            ],
-            vec![
-                inner.hold.field.to_string(),
-                token.to_string(),
-                scripts::UNLOCK_MESSAGE.to_owned(),
-                inner.client.inner.conn.publish_command().to_owned(),
-            ],
-            "releasing a lock again after a failover",
-        )
-    }
-
-    /// The release script call for one hold, with `lease_ms` left on remaining holds.
-    fn release_task(&self, lease_ms: u64) -> Task {
-        self.release_call(lease_ms, None, "releasing a lock")
-    }
-
-    /// Gives back a grant on release with `token` that no waiter took: released only while it
-    /// is still that grant, which passes the lock on.
-    fn give_back_task(&self, token: u64) -> Task {
-        self.release_call(1, Some(token), "giving back a lock granted on release")
-    }
-
-    fn release_call(&self, lease_ms: u64, token: Option<u64>, context: &'static str) -> Task {
-        let inner = &self.inner;
-        let mut keys = self.queue_keys();
-        keys.push(inner.token_key.clone());
-        keys.push(inner.grant_prefix.clone());
-        Task::new(
-            &scripts::LOCK_RELEASE,
-            keys,
-            vec![
-                scripts::UNLOCK_MESSAGE.to_owned(),
-                lease_ms.to_string(),
-                inner.hold.field.to_string(),
-                HAND_OFF_RESERVATION.as_millis().to_string(),
-                inner.client.inner.conn.publish_command().to_owned(),
-                token.map(|t| t.to_string()).unwrap_or_default(),
-                MAX_GRANT_STREAK.as_millis().to_string(),
-                GRANT_PAUSE.as_millis().to_string(),
-                // For telling Redisson's waiters from latchkey's at the end of a streak. Not
-                // for a give-back: it is made under the hub's lock (when a grant comes for a
-                // waiter that is gone), which `listens` takes; "" only makes the end of a
-                // streak more careful.
-                if token.is_none() && inner.client.inner.hub.listens(&inner.channel) {
-                    inner.client.inner.wake_id.to_string()
-                } else {
-                    String::new()
-                },
-            ],
-            context,
-        )
-    }
-
-    /// One acquire script call, run detached (see [`detached`]) so that a caller who goes away
-    /// cannot strand a hold: if the caller is gone when the answer comes, the guard is dropped
-    /// in the task that finishes the call, which releases the hold.
-    ///
-    /// `park` is how long the caller will wait before its next attempt if this one fails (zero:
-    /// it will not wait); `queue` is what a grant does to the client's place in the wait queue.
-    async fn attempt(
-        &self,
-        lease: Lease,
-        park: Duration,
-        queue: Queue,
-        grant: Option<(u64, bool)>,
-    ) -> Result<Attempt<LockGuard>> {
-        let lock = self.clone();
-        // Boxed (as a `dyn Future`, which also keeps the callers' `Send` checks shallow): the
-        // attempt future is large, and a spawned future is moved several times.
-        detached(async move { lock.attempt_inner(lease, park, queue, grant).await }.boxed()).await?
-    }
-
-    async fn attempt_inner(
-        &self,
-        lease: Lease,
-        park: Duration,
-        queue: Queue,
-        grant: Option<(u64, bool)>,
-    ) -> Result<Attempt<LockGuard>> {
-        let inner = &self.inner;
-        let client = &inner.client.inner;
-        let keys = [
-            &*inner.hold.key,
-            &*inner.token_key,
-            &*inner.queue_key,
-            &*inner.alive_key,
-            &*inner.hand_off_key,
-        ];
-        let args = |lease_ms: u64| {
-            vec![
-                lease_ms.to_string(),
-                inner.hold.field.to_string(),
-                client.wake_id.to_string(),
-                (park.as_millis() as u64).to_string(),
-                match queue {
-                    Queue::Leave => "0",
-                    Queue::Stay => "1",
-                    Queue::NotRegistered => "2",
-                }
-                .to_owned(),
-                grant.map_or_else(String::new, |(seq, private)| {
-                    let private = if private { "c" } else { "" };
-                    format!("{seq}{private}:{}", grant_lease(park).as_millis())
-                }),
-            ]
-        };
-        let renewal = || LockRenewal::of(&inner.hold);
-        attempt_hold(
-            self,
-            lease,
-            AcquireCall {
-                script: &scripts::LOCK_ACQUIRE,
-                keys: &keys,
-                args: &[],
-                context: "acquiring a lock",
-                name: &inner.name,
-            },
-            args,
-            renewal,
-            |core| LockGuard { core },
-            |reply| match reply {
-                [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
-                other => Err(unexpected("the lock script", other)),
-            },
-        )
-        .await
     }
 
     /// A snapshot of the lock's state: holders and their hold counts, remaining lease, the last
@@ -579,11 +341,11 @@ impl Lock {
     #[tracing::instrument(level = "debug", name = "status", skip_all, fields(primitive = "lock", name = %self.inner.name))]
     pub async fn status(&self) -> Result<LockStatus> {
         check_name(&self.inner.name)?;
-        let mut invocation = scripts::LOCK_STATUS.prepare_invoke();
+        let mut invocation = scripts::LOCK_STATUS.invocation();
         invocation
-            .key(&*self.inner.hold.key)
-            .key(&*self.inner.token_key)
-            .key(&*self.inner.queue_key);
+            .key(&*self.inner.keys.hash)
+            .key(&*self.inner.keys.token)
+            .key(&*self.inner.keys.queue);
         let (holders, pttl, token, waiting): (Vec<(String, u64)>, i64, i64, u64) = self
             .inner
             .client
@@ -597,7 +359,7 @@ impl Lock {
                 .map(|(owner, holds)| Holder { owner, holds })
                 .collect(),
             remaining_lease: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-            fencing_token: (token >= 0).then_some(token as u64),
+            fencing_token: (token >= 0).then_some(crate::FencingToken::new(token as u64)),
             waiting_clients: waiting,
         })
     }
@@ -625,10 +387,10 @@ impl Lock {
     #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "lock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
-        let mut invocation = scripts::LOCK_FORCE_UNLOCK.prepare_invoke();
+        let mut invocation = scripts::LOCK_FORCE_UNLOCK.invocation();
         invocation
-            .key(&*self.inner.hold.key)
-            .key(&*self.inner.channel)
+            .key(&*self.inner.keys.hash)
+            .key(&*self.inner.keys.channel)
             .arg(scripts::UNLOCK_MESSAGE)
             .arg(self.inner.client.inner.conn.publish_command());
         let deleted: i64 = self
@@ -642,8 +404,63 @@ impl Lock {
     }
 }
 
+/// One acquire script call of `claim` (run detached by the caller).
+///
+/// `park` is how long the caller will wait before its next attempt if this one fails (zero: it
+/// will not wait); `queue` is what a grant does to the client's place in the wait queue.
+async fn attempt(
+    claim: Claim<Lock>,
+    lease: Lease,
+    park: Duration,
+    queue: Queue,
+) -> Result<Attempt<LockGuard>> {
+    let lock = claim.held();
+    let inner = &lock.inner;
+    let client = &inner.client.inner;
+    let keys = [
+        &*inner.keys.hash,
+        &*inner.keys.token,
+        &*inner.keys.queue,
+        &*inner.keys.alive,
+        &*inner.keys.hand_off,
+    ];
+    let args = |lease_ms: u64| {
+        vec![
+            lease_ms.to_string(),
+            claim.field().to_string(),
+            client.wake_id.to_string(),
+            (park.as_millis() as u64).to_string(),
+            match queue {
+                Queue::Leave => "0",
+                Queue::Stay => "1",
+                Queue::NotRegistered => "2",
+            }
+            .to_owned(),
+            COUNTER_IDLE.as_millis().to_string(),
+        ]
+    };
+    attempt_hold(
+        &claim,
+        lease,
+        AcquireCall {
+            script: &scripts::LOCK_ACQUIRE,
+            keys: &keys,
+            args: &[],
+            context: "acquiring a lock",
+            name: &inner.name,
+        },
+        args,
+        |core| LockGuard { core },
+        |reply| match reply {
+            [0, retry_after] => Ok(Attempt::retry_after_ms(*retry_after)),
+            other => Err(unexpected("the lock script", other)),
+        },
+    )
+    .await
+}
+
 /// One hold of a [`Lock`]. Releasing it (explicitly with [`LockGuard::unlock`], or by dropping
-/// it) gives the hold back; the lock is free once every hold is given back.
+/// it, and every guard [re-entered](LockGuard::reenter) from it) frees the lock.
 ///
 /// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
 /// Dropping it never blocks: the release is handed to the client's background task.
@@ -652,19 +469,51 @@ pub struct LockGuard {
     core: GuardCore<Lock>,
 }
 
-lock_guard!(LockGuard, "client.lock(\"orders:1001\").lock()");
+lock_guard!(LockGuard, lock: Lock, "client.lock(\"orders:1001\").lock()");
 
-impl LockGuard {
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock {
-        self.core.held()
+impl Holds for Lock {
+    crate::guard::holds_common!("lock");
+
+    fn key(&self) -> &Arc<str> {
+        &self.inner.keys.hash
+    }
+
+    fn release_task(&self, field: &str) -> Task {
+        let inner = &self.inner;
+        let keys = &inner.keys;
+        Task::new(
+            &scripts::LOCK_RELEASE,
+            vec![
+                keys.hash.clone(),
+                keys.channel.clone(),
+                keys.queue.clone(),
+                keys.alive.clone(),
+                keys.hand_off.clone(),
+            ],
+            vec![
+                scripts::UNLOCK_MESSAGE.to_owned(),
+                field.to_owned(),
+                HAND_OFF_RESERVATION.as_millis().to_string(),
+                inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            "releasing a lock",
+        )
+    }
+
+    /// The guarded release of a hold granted with `token`, sent again to a new primary after
+    /// a failover (see `scripts/lock_release_resend.lua`).
+    fn resend_task(&self, field: &str, token: u64) -> Option<Task> {
+        let keys = &self.inner.keys;
+        Some(Task::new(
+            &scripts::LOCK_RELEASE_RESEND,
+            vec![keys.hash.clone(), keys.token.clone(), keys.channel.clone()],
+            vec![
+                field.to_owned(),
+                token.to_string(),
+                scripts::UNLOCK_MESSAGE.to_owned(),
+                self.inner.client.inner.conn.publish_command().to_owned(),
+            ],
+            "releasing a lock again after a failover",
+        ))
     }
 }
-
-holds!(
-    Lock,
-    [inner],
-    hold,
-    |lock: &Lock, lease_ms| lock.release_task(lease_ms),
-    resend = |lock: &Lock, token| lock.resend_task(token)
-);

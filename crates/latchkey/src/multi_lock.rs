@@ -9,6 +9,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::guard::{FencingToken, Guard, Lost};
 use crate::lock::{Lock, LockGuard, LockOptions};
 use crate::metrics::{self, Op};
 use crate::wait::deadline_after;
@@ -58,11 +59,13 @@ enum Round {
 }
 
 impl MultiLock {
-    /// A multi-lock over `locks` (at least one). A lock given twice is re-entered.
+    /// A multi-lock over `locks` (at least one, each once).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] if `locks` is empty.
+    /// [`Error::InvalidArgument`] if `locks` is empty, or names one lock twice (the same name
+    /// on clients of the same URL): every acquire is an owner of its own, so the set could
+    /// never be held. Nothing is sent.
     ///
     /// # Examples
     ///
@@ -76,6 +79,21 @@ impl MultiLock {
         let locks: Arc<[Lock]> = locks.into_iter().collect();
         if locks.is_empty() {
             return Err(Error::invalid("locks", "no locks; give at least one"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for lock in locks.iter() {
+            let client = crate::guard::Holds::client(lock);
+            let key = crate::guard::Holds::key(lock);
+            if !seen.insert((client.inner.config.url().to_owned(), key.clone())) {
+                return Err(Error::invalid(
+                    "locks",
+                    format!(
+                        "`{}` is given twice; give each lock once (a multi-lock is one owner of \
+                         every lock in it)",
+                        lock.name()
+                    ),
+                ));
+            }
         }
         Ok(MultiLock { locks })
     }
@@ -231,7 +249,7 @@ impl MultiLock {
         deadline: Option<Instant>,
     ) -> Result<Option<MultiLockGuard>> {
         let mut busy = match self.round(lease, None).await? {
-            Round::All(guards) => return Ok(Some(MultiLockGuard { guards })),
+            Round::All(guards) => return Ok(Some(self.guard(guards))),
             Round::Busy(index) => index,
         };
         loop {
@@ -253,9 +271,16 @@ impl MultiLock {
             };
             // … then, holding it, try the others without waiting.
             busy = match self.round(lease, Some((busy, first))).await? {
-                Round::All(guards) => return Ok(Some(MultiLockGuard { guards })),
+                Round::All(guards) => return Ok(Some(self.guard(guards))),
                 Round::Busy(index) => index,
             };
+        }
+    }
+
+    fn guard(&self, guards: Vec<LockGuard>) -> MultiLockGuard {
+        MultiLockGuard {
+            guards,
+            names: self.names(),
         }
     }
 
@@ -324,6 +349,8 @@ async fn release_all(guards: Vec<LockGuard>) {
 #[must_use = "dropping the guard releases the locks at once"]
 pub struct MultiLockGuard {
     guards: Vec<LockGuard>,
+    /// The locks' names, comma-separated ([`Guard::name`](crate::Guard::name)).
+    names: String,
 }
 
 impl fmt::Debug for MultiLockGuard {
@@ -340,8 +367,9 @@ impl MultiLockGuard {
         &self.guards
     }
 
-    /// The fencing token of each lock, in the order the locks were given.
-    pub fn fencing_tokens(&self) -> Vec<u64> {
+    /// The fencing token of each lock, in the order the locks were given. (The multi-lock has
+    /// no token of its own: [`Guard::fencing_token`](crate::Guard::fencing_token) is `None`.)
+    pub fn fencing_tokens(&self) -> Vec<FencingToken> {
         self.guards.iter().map(LockGuard::fencing_token).collect()
     }
 
@@ -369,11 +397,11 @@ impl MultiLockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let waits: Vec<_> = self.guards.iter().map(|g| Box::pin(g.lost())).collect();
-        async move {
+    pub fn lost(&self) -> Lost {
+        let waits: Vec<Lost> = self.guards.iter().map(LockGuard::lost).collect();
+        Lost::new(async move {
             futures_util::future::select_all(waits).await;
-        }
+        })
     }
 
     /// Releases every lock now and waits for Redis to confirm it.
@@ -398,12 +426,35 @@ impl MultiLockGuard {
     /// # }
     /// ```
     pub async fn unlock(self) -> Result<()> {
-        let names: Vec<&str> = self.guards.iter().map(crate::Guard::name).collect();
-        let span = metrics::span(Op::Unlock, "multi_lock", &names.join(", "), None);
+        let span = metrics::span(Op::Unlock, "multi_lock", &self.names, None);
         let unlock = async {
             let results = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
             results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
         };
         metrics::traced(span, unlock).await
+    }
+}
+
+impl crate::guard::Sealed for MultiLockGuard {}
+
+impl Guard for MultiLockGuard {
+    fn name(&self) -> &str {
+        &self.names
+    }
+
+    fn fencing_token(&self) -> Option<FencingToken> {
+        None
+    }
+
+    fn is_lost(&self) -> bool {
+        MultiLockGuard::is_lost(self)
+    }
+
+    fn lost(&self) -> Lost {
+        MultiLockGuard::lost(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        MultiLockGuard::unlock(self)
     }
 }

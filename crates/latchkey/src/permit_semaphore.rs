@@ -11,11 +11,12 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::guard::lease_ms;
+use crate::guard::{lease_ms, FencingToken, Guard, Lost};
 use crate::keys::{check_name, named_debug, PermitSemaphoreKeys};
 use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
+use crate::scripts::Invoke;
 use crate::semaphore::{check_permits, MAX_PERMITS};
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
@@ -175,6 +176,9 @@ struct PermitSemaphoreInner {
     key: Arc<str>,
     leases_key: Arc<str>,
     channel: Arc<str>,
+    /// Acquires wait for the permits to be set rather than fail (see
+    /// [`PermitSemaphore::wait_for_init`]).
+    wait_for_init: bool,
 }
 
 named_debug!(PermitSemaphore);
@@ -205,6 +209,7 @@ impl Client {
                 channel: keys.channel,
                 key: keys.permits,
                 name,
+                wait_for_init: false,
             }),
         }
     }
@@ -265,6 +270,33 @@ impl PermitSemaphore {
         ]
     }
 
+    /// This handle, its acquires waiting for the permits to be set (by another service, say:
+    /// a Java one that calls `trySetPermits`) instead of failing at once with
+    /// [`Error::NotInitialized`]. Sends nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let workers = client.permit_semaphore("workers").wait_for_init();
+    /// let permits = workers.acquire(1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wait_for_init(self) -> PermitSemaphore {
+        let inner = &self.inner;
+        PermitSemaphore {
+            inner: Arc::new(PermitSemaphoreInner {
+                client: inner.client.clone(),
+                name: inner.name.clone(),
+                key: inner.key.clone(),
+                leases_key: inner.leases_key.clone(),
+                channel: inner.channel.clone(),
+                wait_for_init: true,
+            }),
+        }
+    }
+
     /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
     /// it was set up by this call. Waiters are woken.
     ///
@@ -294,7 +326,7 @@ impl PermitSemaphore {
                 format!("{permits} is more than the maximum {MAX_PERMITS}"),
             ));
         }
-        let mut invocation = PSEM_SET_PERMITS.prepare_invoke();
+        let mut invocation = PSEM_SET_PERMITS.invocation();
         for key in self.keys() {
             invocation.key(&*key);
         }
@@ -335,7 +367,7 @@ impl PermitSemaphore {
     #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
-        let mut invocation = PSEM_ADD_PERMITS.prepare_invoke();
+        let mut invocation = PSEM_ADD_PERMITS.invocation();
         for key in self.keys() {
             invocation.key(&*key);
         }
@@ -370,7 +402,7 @@ impl PermitSemaphore {
     /// The available count and the number of permits leased out.
     async fn counts(&self) -> Result<(i64, u32)> {
         check_name(&self.inner.name)?;
-        let mut invocation = PSEM_COUNT.prepare_invoke();
+        let mut invocation = PSEM_COUNT.invocation();
         for key in self.keys() {
             invocation.key(&*key);
         }
@@ -455,7 +487,9 @@ impl PermitSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`PermitSemaphore::MAX_PERMITS`];
+    /// [`Error::NotInitialized`] at once if the permits were never set (unless the handle
+    /// [waits for them](Self::wait_for_init)); [`Error::InvalidArgument`] for a bad name or `n`
+    /// of 0 or above [`PermitSemaphore::MAX_PERMITS`];
     /// [`Error::WrongType`]; connection errors; [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
     /// acknowledged the permits taken in time: they were given back by id
@@ -736,7 +770,6 @@ impl PermitSemaphore {
                         let ticket = client.registry.acquired(
                             hold.clone(),
                             &inner.name,
-                            1,
                             lease,
                             watchdog_timeout,
                             sent_at,
@@ -763,6 +796,14 @@ impl PermitSemaphore {
                     .ok()
                     .map(|ms| Duration::from_millis(ms + 1)),
                 short: *available > 0,
+            }),
+            // Never set up: setting it up publishes on the channel.
+            [-1] if inner.wait_for_init => Ok(Attempt::Wait {
+                retry_after: None,
+                short: false,
+            }),
+            [-1] => Err(Error::NotInitialized {
+                name: inner.name.clone(),
             }),
             other => Err(unexpected("the semaphore script", other)),
         }
@@ -839,15 +880,15 @@ impl LeasedPermits {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn lost(&self) -> Lost {
         let waits: Vec<_> = self
             .tickets
             .iter()
             .map(|(_, t)| Box::pin(t.lost.clone().cancelled_owned()))
             .collect();
-        async move {
+        Lost::new(async move {
             futures_util::future::select_all(waits).await;
-        }
+        })
     }
 
     /// Stops renewing the leases and returns the ids: the permits stay taken until
@@ -863,12 +904,9 @@ impl LeasedPermits {
     /// the release).
     fn stop_renewals(&self) {
         let client = &self.semaphore.inner.client.inner;
-        for (hold, ticket) in &self.tickets {
+        for (_, ticket) in &self.tickets {
             // Stale or not, the release script is sent for every id: it reports unknown ones.
-            let _ =
-                client
-                    .registry
-                    .released(hold, ticket, self.lease, client.config.watchdog_timeout);
+            let _ = client.registry.released(ticket);
         }
     }
 
@@ -910,5 +948,31 @@ impl Drop for LeasedPermits {
         let _ = client
             .background
             .send(self.semaphore.release_task(&self.ids));
+    }
+}
+
+impl crate::guard::Sealed for LeasedPermits {}
+
+/// Permits are a [`Guard`]: their name is the semaphore's, they have no fencing token (several
+/// holders at once), they are lost when any permit's lease is, and `unlock` releases them.
+impl Guard for LeasedPermits {
+    fn name(&self) -> &str {
+        &self.semaphore.inner.name
+    }
+
+    fn fencing_token(&self) -> Option<FencingToken> {
+        None
+    }
+
+    fn is_lost(&self) -> bool {
+        LeasedPermits::is_lost(self)
+    }
+
+    fn lost(&self) -> Lost {
+        LeasedPermits::lost(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        self.release()
     }
 }

@@ -13,8 +13,8 @@
 //! subscription is confirmed and before it retries: no wake-up can be lost in between.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -32,18 +32,12 @@ use crate::task::Task;
 
 /// What a message on a channel does to the channel's local waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // `All` and `Count` serve the synchronizers
 pub(crate) enum WakePolicy {
     /// Lock channels. A number of 2 or more is a hand-off to the client with that wake id: it
     /// wakes one waiter of that client only, and the `"0"` published right after it (for
     /// Redisson clients) is ignored. A `"0"` on its own (a Redisson or forced unlock, or nobody
     /// registered) wakes one waiter; `"1"` (Redisson's read unlock) wakes every waiter.
     Lock,
-    /// A fair-lock waiter's own channel (`redisson_lock__channel:{name}:<owner id>`): a
-    /// `<token>:<seq>` is a grant on release to this owner's registration `seq` (see
-    /// `scripts/fair_release.lua`), taken by the waiter that made it; anything else (Redisson's
-    /// `"0"`) wakes one waiter.
-    Fair,
     /// Every message wakes every waiter.
     All,
     /// The message is a count `n` (released permits): wake up to `n` waiters (at least one).
@@ -56,10 +50,6 @@ struct Slot {
     /// Woken and not yet consumed.
     pending: AtomicBool,
     notify: Notify,
-    /// A grant on release to this waiter, not taken yet, and how to give it back.
-    granted: Mutex<Option<(Granted, Dispose)>>,
-    /// The waiter is gone (set under the channels' lock): a grant for it is given back.
-    closed: AtomicBool,
 }
 
 impl Slot {
@@ -72,62 +62,6 @@ impl Slot {
     }
 }
 
-/// What gives back a grant on release nobody took: the release task for a fencing token.
-#[derive(Clone)]
-pub(crate) struct Dispose(pub(crate) Arc<dyn Fn(u64) -> Task + Send + Sync>);
-
-impl Dispose {
-    /// The task that gives back the grant with `token`.
-    pub(crate) fn task(&self, token: u64) -> Task {
-        (self.0)(token)
-    }
-}
-
-impl std::fmt::Debug for Dispose {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Dispose")
-    }
-}
-
-/// A registration that takes grants on release, made by a waiter of this client.
-#[derive(Debug)]
-struct Expected {
-    slot: Weak<Slot>,
-    dispose: Dispose,
-    /// When it was made, before the attempt that carries it was sent.
-    made: Instant,
-    /// The park of that attempt (the registration's life, and so the grant's lease).
-    park: Duration,
-}
-
-/// A grant on release that reached a waiter: the registration it was made for, when that
-/// registration was made (before its attempt was sent: the grant came later), the park of that
-/// attempt, and the fencing token. The lease the grantee counts on follows from the last two.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Granted {
-    pub(crate) seq: u64,
-    pub(crate) token: u64,
-    pub(crate) registered_at: Instant,
-    pub(crate) park: Duration,
-}
-
-/// How long a registration that takes grants is remembered: far longer than it stays live in
-/// Redis (its park and 2 s), so a late message still finds who to give its grant back for.
-const EXPECTED_FOR: Duration = Duration::from_secs(30);
-
-/// Where a channel is in reading an announced grant: `-<wake id>`, `-<token>`, `-<seq>`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum GrantParse {
-    #[default]
-    Idle,
-    /// A grant to this client: its token comes next.
-    Mine,
-    /// A grant to this client with this token: its registration comes next.
-    MineToken(u64),
-    /// A grant to another client: this many of its messages are still to come.
-    Other(u8),
-}
-
 #[derive(Debug)]
 struct Channel {
     refs: usize,
@@ -135,16 +69,6 @@ struct Channel {
     waiters: VecDeque<Arc<Slot>>,
     /// The last message was a hand-off: the `"0"` that follows it is for Redisson clients.
     after_hand_off: bool,
-    /// The announcement of a grant on release being read.
-    grant: GrantParse,
-    /// This client's registrations that take grants, by sequence number.
-    expected: HashMap<u64, Expected>,
-    /// The grant channel of this client for this lock (`<channel>:latchkey:<wake id>`),
-    /// subscribed together with the channel: grants on release to this client's registrations
-    /// are announced there, one message read by this client only, rather than on the shared
-    /// channel that every waiting client (and Redisson) reads. `None` for other primitives, and
-    /// when the server refused it (an ACL narrower than `redisson_*` channels).
-    grant_channel: Option<String>,
     /// The server has confirmed the subscription on the current connection.
     confirmed: bool,
     /// How many times the channel has fallen out of use (its references went to zero). A
@@ -174,92 +98,9 @@ impl Channel {
         }
     }
 
-    /// One message of a grant's announcement (the payload without its `-`); returns the task
-    /// that gives a grant back when its waiter is gone.
-    fn grant_message(&mut self, number: &[u8], my_wake_id: &str) -> Option<Task> {
-        let value = std::str::from_utf8(number)
-            .ok()
-            .and_then(|n| n.parse::<u64>().ok());
-        match (self.grant, value) {
-            (GrantParse::Idle, _) => {
-                // No "0" follows a grant (the lock stays held): the next "0" is a release.
-                self.after_hand_off = false;
-                self.grant = if number == my_wake_id.as_bytes() {
-                    GrantParse::Mine
-                } else {
-                    GrantParse::Other(2)
-                };
-            }
-            (GrantParse::Mine, Some(token)) => self.grant = GrantParse::MineToken(token),
-            (GrantParse::MineToken(token), Some(seq)) => {
-                self.grant = GrantParse::Idle;
-                return self.granted(seq, token);
-            }
-            (GrantParse::Other(left), _) if left > 1 => self.grant = GrantParse::Other(left - 1),
-            _ => self.grant = GrantParse::Idle,
-        }
-        None
-    }
-
-    /// The lock was granted to this client's registration `seq` with `token`: the waiter that
-    /// made it takes it, or, gone, gives it back. On a fair lock's channel (one owner's), a
-    /// grant for a waiter that is gone goes to another waiter of the same owner (a clone's)
-    /// still waiting, if there is one: the grant took the owner's one place in the queue, which
-    /// that waiter would otherwise lose.
-    fn granted(&mut self, seq: u64, token: u64) -> Option<Task> {
-        let expected = self.expected.remove(&seq)?;
-        let free = |slot: &Arc<Slot>| {
-            !slot.closed.load(Ordering::Acquire)
-                && slot
-                    .granted
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .is_none()
-        };
-        let target = expected.slot.upgrade().filter(free).or_else(|| {
-            if self.policy == WakePolicy::Fair {
-                self.waiters.iter().find(|slot| free(slot)).cloned()
-            } else {
-                None
-            }
-        });
-        if let Some(slot) = target {
-            let granted = Granted {
-                seq,
-                token,
-                registered_at: expected.made,
-                park: expected.park,
-            };
-            *slot.granted.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some((granted, expected.dispose));
-            slot.wake();
-            metrics::count(metrics::HANDOFFS, &[("event", "granted")], 1);
-            return None;
-        }
-        metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
-        Some(expected.dispose.task(token))
-    }
-
-    /// A message on this channel's grant channel: `<token>:<seq>`, a grant to this client.
-    fn private_grant(&mut self, payload: &[u8]) -> Option<Task> {
-        let (token, seq) = std::str::from_utf8(payload).ok()?.split_once(':')?;
-        let (token, seq) = (token.parse().ok()?, seq.parse().ok()?);
-        self.granted(seq, token)
-    }
-
-    fn deliver(&mut self, payload: &[u8], my_wake_id: &str) -> Option<Task> {
-        if self.policy == WakePolicy::Lock {
-            if let Some(number) = payload.strip_prefix(b"-") {
-                return self.grant_message(number, my_wake_id);
-            }
-            self.grant = GrantParse::Idle;
-        }
+    fn deliver(&mut self, payload: &[u8], my_wake_id: &str) {
         let after_hand_off = std::mem::take(&mut self.after_hand_off);
         match self.policy {
-            WakePolicy::Fair if payload.contains(&b':') => return self.private_grant(payload),
-            WakePolicy::Fair => {
-                self.wake(1);
-            }
             WakePolicy::All => self.wake_all(),
             WakePolicy::Lock => match payload {
                 b"0" if after_hand_off => {}
@@ -287,7 +128,6 @@ impl Channel {
                 self.wake(n);
             }
         }
-        None
     }
 }
 
@@ -297,12 +137,8 @@ type ChannelMap = HashMap<String, Channel, foldhash::fast::RandomState>;
 #[derive(Debug)]
 struct HubState {
     channels: Mutex<ChannelMap>,
-    /// The grant channels in use, each with the channel it belongs to.
-    grant_channels: Mutex<HashMap<String, String>>,
     /// This client's wake id, as published by lock releases.
     wake_id: String,
-    /// The next registration number of a registration that takes grants on release.
-    next_seq: AtomicU64,
     /// Where a waiter that gives up sends its clean-up script.
     background: mpsc::UnboundedSender<Task>,
 }
@@ -312,32 +148,6 @@ impl HubState {
         // A panic while holding this lock cannot leave the map inconsistent (every critical
         // section is a handful of infallible updates), so poisoning is ignored.
         self.channels.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn grant_channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.grant_channels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The channel `name` belongs to: itself, or the channel of the grant channel `name`.
-    fn owner_of(&self, name: &str) -> String {
-        self.grant_channels()
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| name.to_owned())
-    }
-
-    /// `channels` and their grant channels: what to subscribe for them.
-    fn with_grant_channels(&self, channels: &[String]) -> Vec<String> {
-        let map = self.channels();
-        let mut all = channels.to_vec();
-        all.extend(
-            channels
-                .iter()
-                .filter_map(|c| map.get(c).and_then(|c| c.grant_channel.clone())),
-        );
-        all
     }
 }
 
@@ -394,9 +204,7 @@ impl Hub {
     ) -> Hub {
         let state = Arc::new(HubState {
             channels: Mutex::new(ChannelMap::default()),
-            grant_channels: Mutex::new(HashMap::new()),
             wake_id: wake_id.to_string(),
-            next_seq: AtomicU64::new(1),
             background,
         });
         let (commands, rx) = mpsc::unbounded_channel();
@@ -430,39 +238,19 @@ impl Hub {
         policy: WakePolicy,
         on_leave: Option<Task>,
     ) -> Result<Subscription> {
-        self.subscribe_with(channel, None, policy, on_leave).await
-    }
-
-    /// [`Hub::subscribe`], with this client's grant channel for `channel` (see
-    /// `Channel::grant_channel`) when it is first subscribed.
-    pub(crate) async fn subscribe_with(
-        &self,
-        channel: &str,
-        grant_channel: Option<&str>,
-        policy: WakePolicy,
-        on_leave: Option<Task>,
-    ) -> Result<Subscription> {
         let slot = Arc::new(Slot::default());
         {
             let mut channels = self.state.channels();
-            let entry = channels.entry(channel.to_owned()).or_insert_with(|| {
-                if let Some(grants) = grant_channel {
-                    self.state
-                        .grant_channels()
-                        .insert(grants.to_owned(), channel.to_owned());
-                }
-                Channel {
+            let entry = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
                     refs: 0,
                     policy,
                     waiters: VecDeque::new(),
                     after_hand_off: false,
-                    grant: GrantParse::Idle,
-                    expected: HashMap::new(),
-                    grant_channel: grant_channel.map(str::to_owned),
                     confirmed: false,
                     idle_generation: 0,
-                }
-            });
+                });
             entry.refs += 1;
             entry.waiters.push_back(slot.clone());
         }
@@ -520,22 +308,9 @@ impl Hub {
         })
     }
 
-    /// Hands `task` (giving back a grant on release) to the client's background queue.
-    pub(crate) fn give_back(&self, task: Task) {
-        let _ = self.state.background.send(task);
-    }
-
     /// Channels subscribed or lingering.
     pub(crate) fn channel_count(&self) -> usize {
         self.state.channels().len()
-    }
-
-    /// Whether this client listens on `channel` now (subscribed, or lingering after use).
-    pub(crate) fn listens(&self, channel: &str) -> bool {
-        self.state
-            .channels()
-            .get(channel)
-            .is_some_and(|c| c.confirmed)
     }
 
     /// How many local waiters are queued on `channel`.
@@ -578,65 +353,6 @@ impl Subscription {
         self.finished = true;
     }
 
-    /// Wakes another waiter of this client on the channel, if there is one: a grant on release
-    /// took this client out of the lock's wait queue, and the other waiter's attempt puts it
-    /// back in.
-    pub(crate) fn wake_another(&self) {
-        let channels = self.state.channels();
-        let other = channels.get(&self.channel).and_then(|channel| {
-            channel
-                .waiters
-                .iter()
-                .find(|slot| !Arc::ptr_eq(slot, &self.slot))
-        });
-        if let Some(slot) = other {
-            slot.wake();
-        }
-    }
-
-    /// Makes a registration number for a registration that takes grants on release, and
-    /// routes the grant announced with it to this waiter. `dispose` gives back a grant that
-    /// comes when this waiter is gone, or that it does not take. Also returns whether the
-    /// client listens on its grant channel for the lock (then the registration asks for its
-    /// grant to be announced there).
-    pub(crate) fn expect_grant(&mut self, dispose: Dispose, park: Duration) -> (u64, bool) {
-        let seq = self.state.next_seq.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        let mut channels = self.state.channels();
-        let mut private = false;
-        if let Some(channel) = channels.get_mut(&self.channel) {
-            private = channel.grant_channel.is_some();
-            channel
-                .expected
-                .retain(|_, e| now.saturating_duration_since(e.made) < EXPECTED_FOR);
-            channel.expected.insert(
-                seq,
-                Expected {
-                    slot: Arc::downgrade(&self.slot),
-                    dispose,
-                    made: now,
-                    park,
-                },
-            );
-        }
-        (seq, private)
-    }
-
-    /// The grant on release this waiter got, if any. Taking it makes the caller its holder
-    /// (or the one to give it back).
-    pub(crate) fn take_grant(&self) -> Option<Granted> {
-        self.take_granted().map(|(granted, _)| granted)
-    }
-
-    /// [`Subscription::take_grant`], with how to give the grant back.
-    fn take_granted(&self) -> Option<(Granted, Dispose)> {
-        self.slot
-            .granted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
     /// Passes a wake-up this waiter got but could not use on to the waiter queued right behind
     /// it (semaphores: a request for more permits than were released lets a smaller one behind
     /// it try). Never wraps around to the front, so a chain of passes ends at the last waiter.
@@ -661,17 +377,6 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut channels = self.state.channels();
-        // Under the channels' lock, as the hub grants: a grant is either here now, or comes
-        // after and finds the waiter closed.
-        self.slot.closed.store(true, Ordering::Release);
-        let gave_back = match self.take_granted() {
-            Some((granted, dispose)) => {
-                metrics::count(metrics::HANDOFFS, &[("event", "given_back")], 1);
-                let _ = self.state.background.send(dispose.task(granted.token));
-                true
-            }
-            _ => false,
-        };
         let Some(channel) = channels.get_mut(&self.channel) else {
             return;
         };
@@ -681,11 +386,6 @@ impl Drop for Subscription {
             .position(|slot| Arc::ptr_eq(slot, &self.slot))
         {
             channel.waiters.remove(pos);
-        }
-        if gave_back && self.finished {
-            // The grant took this client out of the lock's queue: another waiter's attempt
-            // puts it back.
-            channel.wake(1);
         }
         if !self.finished {
             if self.slot.pending.load(Ordering::Acquire) {
@@ -788,16 +488,7 @@ impl HubTask {
                     let _ = reply.send(Ok(()));
                     return;
                 }
-                let result = self.subscribe(vec![channel.clone()]).await;
-                let result = match result {
-                    Err(e) if e.is_permission_denied() && self.drop_grant_channel(&channel) => {
-                        // Refused with its grant channel (an ACL narrower than `redisson_*`
-                        // channels): grants to this client are announced on the channel.
-                        tracing::debug!(channel, "grant channel refused; using the lock's channel");
-                        self.subscribe(vec![channel]).await
-                    }
-                    result => result,
-                };
+                let result = self.subscribe(vec![channel]).await;
                 let _ = reply.send(result);
             }
             Command::Reconnect => {
@@ -817,31 +508,14 @@ impl HubTask {
         }
     }
 
-    /// Forgets the grant channel of `channel`; returns whether it had one.
-    fn drop_grant_channel(&self, channel: &str) -> bool {
-        let grants = self
-            .state
-            .channels()
-            .get_mut(channel)
-            .and_then(|c| c.grant_channel.take());
-        match grants {
-            Some(grants) => {
-                self.state.grant_channels().remove(&grants);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Connects if needed and subscribes to `channels` (and their grant channels).
+    /// Connects if needed and subscribes to `channels`.
     async fn subscribe(&mut self, channels: Vec<String>) -> Result<()> {
         let Some(conn) = self.conn.as_mut() else {
             self.connect().await?;
             // `connect` resubscribed every channel in use, these included.
             return Ok(());
         };
-        let all = self.state.with_grant_channels(&channels);
-        match tokio::time::timeout(self.command_timeout, conn.subscribe(&all)).await {
+        match tokio::time::timeout(self.command_timeout, conn.subscribe(&channels)).await {
             Ok(Ok(())) => {
                 let mut map = self.state.channels();
                 for channel in &channels {
@@ -898,8 +572,7 @@ impl HubTask {
             .map(|(name, _)| name.clone())
             .collect();
         if !wanted.is_empty() {
-            let all = self.state.with_grant_channels(&wanted);
-            match tokio::time::timeout(self.command_timeout, conn.subscribe(&all)).await {
+            match tokio::time::timeout(self.command_timeout, conn.subscribe(&wanted)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     return Err(Error::from_redis(
@@ -953,9 +626,7 @@ impl HubTask {
     }
 
     fn wake_everyone(&self) {
-        for channel in self.state.channels().values_mut() {
-            // Messages may have been missed: an announcement being read is incomplete.
-            channel.grant = GrantParse::Idle;
+        for channel in self.state.channels().values() {
             channel.wake_all();
         }
     }
@@ -980,8 +651,6 @@ impl HubTask {
     /// following `MOVED` — and its waiters retry at once, since a release may have been
     /// published while nobody listened.
     fn dropped(&mut self, channel: String) {
-        // A grant channel is the channel's: both are subscribed again.
-        let channel = self.state.owner_of(&channel);
         let mut channels = self.state.channels();
         let Some(entry) = channels.get_mut(&channel) else {
             return;
@@ -1041,20 +710,8 @@ impl HubTask {
     }
 
     fn deliver(&self, channel: &str, payload: &[u8]) {
-        let owner = self.state.grant_channels().get(channel).cloned();
-        let give_back = match owner {
-            Some(owner) => self
-                .state
-                .channels()
-                .get_mut(&owner)
-                .and_then(|c| c.private_grant(payload)),
-            None => match self.state.channels().get_mut(channel) {
-                Some(channel) => channel.deliver(payload, &self.state.wake_id),
-                None => None,
-            },
-        };
-        if let Some(task) = give_back {
-            let _ = self.state.background.send(task);
+        if let Some(channel) = self.state.channels().get_mut(channel) {
+            channel.deliver(payload, &self.state.wake_id);
         }
     }
 
@@ -1072,16 +729,9 @@ impl HubTask {
                 .get(&channel)
                 .is_some_and(|c| c.refs == 0 && c.idle_generation == generation)
             {
-                let removed = channels.remove(&channel).and_then(|c| c.grant_channel);
-                let subscribed = self.subscribed.remove(&channel);
-                if subscribed {
+                channels.remove(&channel);
+                if self.subscribed.remove(&channel) {
                     to_drop.push(channel);
-                }
-                if let Some(grants) = removed {
-                    self.state.grant_channels().remove(&grants);
-                    if subscribed {
-                        to_drop.push(grants);
-                    }
                 }
             }
         }
@@ -1149,7 +799,7 @@ impl SubConn {
             #[cfg(feature = "cluster")]
             Target::Cluster(cluster) => {
                 let (tx, pushes) = mpsc::unbounded_channel();
-                let conn = cluster.client(Some(tx))?.get_async_connection().await?;
+                let conn = cluster.connect(Some(tx), cluster.command_timeout).await?;
                 Ok(SubConn::Cluster { conn, pushes })
             }
             target => {

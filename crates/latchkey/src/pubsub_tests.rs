@@ -4,7 +4,7 @@
 //! task would have the server confirm a SUBSCRIBE, [`Rig::subscribe`] records the confirmation
 //! the way [`HubTask::subscribe`] does on success; every other step runs the hub's own code.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,9 +34,7 @@ fn rig() -> Rig {
     let (commands_tx, commands) = mpsc::unbounded_channel();
     let state = Arc::new(HubState {
         channels: Mutex::new(super::ChannelMap::default()),
-        grant_channels: Mutex::new(HashMap::new()),
         wake_id: WAKE_ID.to_string(),
-        next_seq: std::sync::atomic::AtomicU64::new(1),
         background: background_tx,
     });
     // Never connected to: no test lets the task run while a channel is in use.
@@ -72,23 +70,6 @@ impl Rig {
         policy: WakePolicy,
         on_leave: Option<Task>,
     ) -> Subscription {
-        self.subscribe_with(channel, None, policy, on_leave).await
-    }
-
-    /// [`Rig::subscribe`] of a lock's channel with this client's grant channel `grants`.
-    async fn subscribe_with_grants(&mut self, channel: &str, grants: &str) -> Subscription {
-        self.subscribe_with(channel, Some(grants), WakePolicy::Lock, None)
-            .await
-    }
-
-    /// `Hub::subscribe_with`, confirmed as by [`Rig::subscribe`].
-    async fn subscribe_with(
-        &mut self,
-        channel: &str,
-        grants: Option<&str>,
-        policy: WakePolicy,
-        on_leave: Option<Task>,
-    ) -> Subscription {
         let Rig { hub, task, .. } = self;
         let confirm = async {
             match task.commands.recv().await {
@@ -102,7 +83,7 @@ impl Rig {
                 other => panic!("expected a subscribe command, got {other:?}"),
             }
         };
-        let subscribing = hub.subscribe_with(channel, grants, policy, on_leave);
+        let subscribing = hub.subscribe(channel, policy, on_leave);
         let (subscription, ()) = tokio::join!(subscribing, confirm);
         subscription.expect("subscribed")
     }
@@ -155,7 +136,6 @@ fn leave_task(context: &'static str) -> Task {
         keys: vec![Arc::from("k")],
         args: Vec::new(),
         context,
-        release: None,
         lost: None,
     }
 }
@@ -548,183 +528,4 @@ async fn the_hub_task_forgets_an_idle_channel_after_the_linger() {
     assert_eq!(hub.channel_count(), 0, "forgotten after a whole linger");
     shutdown.cancel();
     running.await.expect("the hub task did not panic");
-}
-
-/// The park of the tests' registrations.
-const PARK: Duration = Duration::from_secs(1);
-
-/// A [`Dispose`] whose task names the token it gives back (in its context, leaked: a test).
-fn give_back() -> super::Dispose {
-    super::Dispose(Arc::new(|token: u64| {
-        leave_task(Box::leak(format!("give back {token}").into_boxed_str()))
-    }))
-}
-
-/// A grant on release announced to this client (`-<wake id>`, `-<token>`, `-<seq>`) goes to
-/// the waiter that made registration `seq`, and to nobody else; no `0` follows a grant, so the
-/// next `0` is a release and wakes a waiter.
-#[tokio::test(start_paused = true)]
-async fn a_grant_goes_to_the_waiter_of_its_registration() {
-    let mut rig = rig();
-    let mut w = rig.waiters("c", WakePolicy::Lock, 3).await;
-    let _first = w[0].expect_grant(give_back(), PARK).0;
-    let second = w[1].expect_grant(give_back(), PARK).0;
-    rig.publish("c", &format!("-{WAKE_ID}"));
-    rig.publish("c", "-17");
-    rig.publish("c", &format!("-{second}"));
-    assert_eq!(woken(&w), [false, true, false]);
-    assert_eq!(
-        w[1].take_grant().map(|g| (g.seq, g.token)),
-        Some((second, 17))
-    );
-    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), None);
-    assert!(rig.background.try_recv().is_err(), "nothing given back");
-    rig.publish("c", "0");
-    assert_eq!(woken(&w), [true, true, false], "a later 0 is a release");
-}
-
-/// A grant to another client is skipped whole (its token and registration are not read as a
-/// grant to this one) and wakes nobody here.
-#[tokio::test(start_paused = true)]
-async fn a_grant_to_another_client_wakes_nobody() {
-    let mut rig = rig();
-    let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let seq = w[0].expect_grant(give_back(), PARK).0;
-    rig.publish("c", "-99999");
-    rig.publish("c", &format!("-{WAKE_ID}"));
-    rig.publish("c", &format!("-{seq}"));
-    assert_eq!(woken(&w), [false, false]);
-    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), None);
-    // The next announcement is read afresh.
-    rig.publish("c", &format!("-{WAKE_ID}"));
-    rig.publish("c", "-5");
-    rig.publish("c", &format!("-{seq}"));
-    assert_eq!(w[0].take_grant().map(|g| (g.seq, g.token)), Some((seq, 5)));
-}
-
-/// A grant that comes for a waiter that gave up, or that a waiter got and did not take, is
-/// given back by the client's background task.
-#[tokio::test(start_paused = true)]
-async fn a_grant_nobody_takes_is_given_back() {
-    let mut rig = rig();
-    let mut w = rig.waiters("c", WakePolicy::Lock, 2).await;
-    let gone = w[0].expect_grant(give_back(), PARK).0;
-    let untaken = w[1].expect_grant(give_back(), PARK).0;
-    let second = w.pop().expect("two waiters");
-    let first = w.pop().expect("two waiters");
-    drop(first);
-    rig.publish("c", &format!("-{WAKE_ID}"));
-    rig.publish("c", "-7");
-    rig.publish("c", &format!("-{gone}"));
-    let task = rig.background.try_recv().expect("given back");
-    assert_eq!(task.context, "give back 7");
-    rig.publish("c", &format!("-{WAKE_ID}"));
-    rig.publish("c", "-8");
-    rig.publish("c", &format!("-{untaken}"));
-    assert!(rig.background.try_recv().is_err(), "the waiter holds it");
-    second.finish();
-    let task = rig
-        .background
-        .try_recv()
-        .expect("given back when not taken");
-    assert_eq!(task.context, "give back 8");
-}
-
-/// With a grant channel, a registration asks for its grant there; a grant announced there
-/// (`<token>:<seq>`) goes to the waiter of that registration, one for a waiter that gave up is
-/// given back, and messages on the grant channel never wake the lock's other waiters. The
-/// subscription of the lock's channel brings the grant channel with it, and the grant channel
-/// goes when the lock's channel stops being used.
-#[tokio::test(start_paused = true)]
-async fn a_grant_on_the_grant_channel_goes_to_the_waiter_of_its_registration() {
-    let mut rig = rig();
-    let mut first = rig.subscribe_with_grants("c", "c:latchkey:7").await;
-    let mut second = rig.hub.try_join("c", || None).expect("confirmed");
-    assert_eq!(
-        rig.task.state.with_grant_channels(&["c".to_owned()]),
-        ["c", "c:latchkey:7"]
-    );
-    let (gone, private) = first.expect_grant(give_back(), PARK);
-    assert!(private, "the registration asks for the grant channel");
-    let (seq, _) = second.expect_grant(give_back(), PARK);
-    rig.publish("c:latchkey:7", &format!("41:{seq}"));
-    assert_eq!(
-        second.take_grant().map(|g| (g.seq, g.token)),
-        Some((seq, 41))
-    );
-    assert!(
-        !first.slot.pending.load(Ordering::Acquire),
-        "nobody else woken"
-    );
-    drop(first);
-    rig.publish("c:latchkey:7", &format!("42:{gone}"));
-    let task = rig.background.try_recv().expect("given back");
-    assert_eq!(task.context, "give back 42");
-    // Malformed or unknown: nothing happens.
-    rig.publish("c:latchkey:7", "x:1");
-    rig.publish("c:latchkey:7", "43:999");
-    assert!(rig.background.try_recv().is_err());
-    drop(second);
-    rig.pump().await;
-    tokio::time::advance(LINGER * 2).await;
-    rig.task.expire_lingering().await;
-    assert!(
-        rig.task.state.grant_channels().is_empty(),
-        "forgotten with the channel"
-    );
-}
-
-/// A fair-lock waiter's own channel: Redisson's `0` wakes one waiter (in queue order); a grant
-/// (`<token>:<seq>`) goes to the waiter of registration `seq` alone. A grant for a waiter that
-/// gave up goes to another waiter of the owner (a clone's) that has none pending, since the
-/// grant took the owner's place in the queue; with none, it is given back. A malformed or
-/// unknown grant does nothing.
-#[tokio::test(start_paused = true)]
-async fn a_fair_channel_carries_wake_ups_and_grants_to_its_owner() {
-    let mut rig = rig();
-    let mut w = rig.waiters("f:owner", WakePolicy::Fair, 3).await;
-    rig.publish("f:owner", "0");
-    assert_eq!(woken(&w), [true, false, false]);
-    consume(&w[0]).await;
-    let (gone, private) = w[0].expect_grant(give_back(), PARK);
-    assert!(!private, "announced on the waiter's own channel");
-    let (seq, _) = w[2].expect_grant(give_back(), PARK);
-    rig.publish("f:owner", &format!("9:{seq}"));
-    assert_eq!(
-        woken(&w),
-        [false, false, true],
-        "only the registration's waiter"
-    );
-    let granted = w[2].take_grant().expect("granted");
-    assert_eq!((granted.seq, granted.token, granted.park), (seq, 9, PARK));
-    assert_eq!(w[0].take_grant(), None);
-    assert!(rig.background.try_recv().is_err(), "nothing given back");
-
-    // w[0] gives up: its grant goes to the clone w[1], with w[0]'s registration's terms.
-    let first = w.remove(0);
-    drop(first);
-    rig.publish("f:owner", &format!("10:{gone}"));
-    assert!(rig.background.try_recv().is_err(), "not given back");
-    assert_eq!(woken(&w), [true, true], "the clone was woken with it");
-    // Dropped without taking it, the clone gives it back.
-    let clone = w.remove(0);
-    drop(clone);
-    let task = rig.background.try_recv().expect("given back");
-    assert_eq!(task.context, "give back 10");
-
-    // The last waiter holds a grant it has not taken: a grant for its other registration
-    // finds nobody free and is given back.
-    let (held, _) = w[0].expect_grant(give_back(), PARK);
-    let (other, _) = w[0].expect_grant(give_back(), PARK);
-    rig.publish("f:owner", &format!("12:{held}"));
-    rig.publish("f:owner", &format!("13:{other}"));
-    let task = rig.background.try_recv().expect("given back");
-    assert_eq!(task.context, "give back 13");
-    assert_eq!(
-        w[0].take_grant().map(|g| (g.seq, g.token)),
-        Some((held, 12))
-    );
-    rig.publish("f:owner", "x:1");
-    rig.publish("f:owner", "11:999");
-    assert!(rig.background.try_recv().is_err());
 }

@@ -17,9 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::guard::{FencingToken, Guard, Lost};
 use crate::keys::{check_name, LockKeys};
 use crate::lock::LockOptions;
 use crate::metrics::{self, Op};
+use crate::scripts::Invoke;
 use crate::scripts::UNLOCK_MESSAGE;
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected};
@@ -779,18 +781,24 @@ impl RedLock {
         let inner = &self.inner;
         let ask = self.nodes_to_ask();
         let start = Instant::now();
+        // One token floor for every node (see redlock_acquire.lua): counters in step stay so.
+        let floor = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
         let requests = inner.nodes.iter().zip(&ask).map(|(node, &ask)| {
             let owner = &owner;
             async move {
                 if !ask {
                     return NodeReply::Skipped;
                 }
-                let mut invocation = REDLOCK_ACQUIRE.prepare_invoke();
+                let mut invocation = REDLOCK_ACQUIRE.invocation();
                 invocation
                     .key(&*node.key)
                     .key(&*node.token_key)
                     .arg(RedLock::lease_ms(node, lease))
-                    .arg(&**owner);
+                    .arg(&**owner)
+                    .arg(crate::watchdog::COUNTER_IDLE.as_millis() as u64)
+                    .arg(floor);
                 let reply: Result<Vec<i64>> = node
                     .client
                     .inner
@@ -864,7 +872,7 @@ impl RedLock {
             let token = granted.iter().map(|(_, c)| *c).max().unwrap_or(0);
             // A node whose counter is the token already confirmed it (it was read while the hold
             // was in place there); only the others are raised. With every node up the counters
-            // move in step, and this round is skipped.
+            // move in step (one floor for all), and this round is skipped.
             let behind: Vec<(usize, u64)> = granted
                 .iter()
                 .copied()
@@ -917,12 +925,13 @@ impl RedLock {
         let requests = granted.iter().map(|(i, _)| {
             let node = &inner.nodes[*i];
             async move {
-                let mut invocation = REDLOCK_FENCE.prepare_invoke();
+                let mut invocation = REDLOCK_FENCE.invocation();
                 invocation
                     .key(&*node.key)
                     .key(&*node.token_key)
                     .arg(owner)
-                    .arg(token);
+                    .arg(token)
+                    .arg(crate::watchdog::COUNTER_IDLE.as_millis() as u64);
                 node.client
                     .inner
                     .conn
@@ -968,7 +977,6 @@ impl RedLock {
                 let ticket = client.registry.acquired(
                     hold.clone(),
                     &inner.name,
-                    1,
                     lease,
                     client.config.watchdog_timeout,
                     sent_at,
@@ -997,7 +1005,7 @@ impl RedLock {
         let inner = &self.inner;
         let requests = nodes.iter().map(|&i| async move {
             let node = &inner.nodes[i];
-            let mut invocation = REDLOCK_RELEASE.prepare_invoke();
+            let mut invocation = REDLOCK_RELEASE.invocation();
             invocation
                 .key(&*node.key)
                 .key(&*node.channel)
@@ -1154,8 +1162,8 @@ impl fmt::Debug for RedLockGuard {
 impl RedLockGuard {
     /// The fencing token of this hold (see [`RedLock`]): larger than the token of every earlier
     /// holder. `None` when fencing is turned off.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.fencing_token
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.fencing_token.map(FencingToken::new)
     }
 
     /// The owner id of this hold on every node (the hash field).
@@ -1213,19 +1221,20 @@ impl RedLockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn lost(&self) -> Lost {
         let node_lost = self.holds.iter().map(|(_, _, t)| t.lost.clone()).collect();
-        quorum_lost(node_lost, self.redlock.inner.quorum, self.fixed_until())
+        Lost::new(quorum_lost(
+            node_lost,
+            self.redlock.inner.quorum,
+            self.fixed_until(),
+        ))
     }
 
     /// Removes the node holds from their watchdogs (before any release is sent).
     fn stop_renewals(&self) {
-        for (i, hold, ticket) in &self.holds {
+        for (i, _, ticket) in &self.holds {
             let client = &self.redlock.inner.nodes[*i].client.inner;
-            let _ =
-                client
-                    .registry
-                    .released(hold, ticket, self.lease, client.config.watchdog_timeout);
+            let _ = client.registry.released(ticket);
         }
     }
 
@@ -1254,7 +1263,7 @@ impl RedLockGuard {
     /// ```
     pub async fn unlock(self) -> Result<()> {
         let span = metrics::span(Op::Unlock, "redlock", &self.redlock.inner.name, None);
-        span.record("token", self.fencing_token());
+        span.record("token", self.fencing_token);
         metrics::traced(span, self.unlock_all()).await
     }
 
@@ -1302,5 +1311,29 @@ impl Drop for RedLockGuard {
                 .background
                 .send(RedLock::release_task(node, &self.owner));
         }
+    }
+}
+
+impl crate::guard::Sealed for RedLockGuard {}
+
+impl Guard for RedLockGuard {
+    fn name(&self) -> &str {
+        &self.redlock.inner.name
+    }
+
+    fn fencing_token(&self) -> Option<FencingToken> {
+        RedLockGuard::fencing_token(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        RedLockGuard::is_lost(self)
+    }
+
+    fn lost(&self) -> Lost {
+        RedLockGuard::lost(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
+        RedLockGuard::unlock(self)
     }
 }

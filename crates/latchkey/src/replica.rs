@@ -1,18 +1,24 @@
 //! Replica-synced acquires (see [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)):
 //! the one implementation that every lock-family acquire goes through — [`Lock`](crate::Lock),
 //! [`FairLock`](crate::FairLock), both sides of [`RwLock`](crate::RwLock),
-//! [`Semaphore`](crate::Semaphore) and [`PermitSemaphore`](crate::PermitSemaphore).
+//! [`Semaphore`](crate::Semaphore), [`PermitSemaphore`](crate::PermitSemaphore) and
+//! [`Election`](crate::Election).
 //!
 //! An acquire script that may wait for replicas is pipelined with `WAIT replicas timeout` on the
 //! same connection (`WAIT` cannot run inside a script). When the script granted something and
-//! fewer replicas than required acknowledged it, the grant is undone by the primitive's own
-//! release script and the acquire fails with [`Error::NotReplicated`]. A script that granted
-//! nothing (the lock is held, too few permits) is not affected by the `WAIT`'s answer.
+//! fewer replicas than required acknowledged it, [`Memory::decide`] says what to do with the
+//! grant — keep it, undo it with the primitive's own release script (the acquire then fails
+//! with [`Error::NotReplicated`]), undo it and follow the sentinels elsewhere, or abandon it on a
+//! primary the client has left — from the facts the client gathers one at a time, as the
+//! decision asks for them ([`Step`]). The decision is a pure function of those facts and of
+//! what the client remembers of each shard, tested by one table.
 //!
-//! On a Redis Cluster every shard has its own primary and replicas: the pipeline goes to the
-//! primary that owns the slot of the script's first key, and auto mode keeps its "this primary
-//! has no replica" state per shard (as the slot ranges that primary served when it was found
-//! without replicas), so one shard losing its replica does not stop the waits on the others.
+//! In auto mode, a shard (a Redis Cluster primary's slots; off a cluster, the one primary)
+//! found without replicas is not waited for; its replica count is read again (`INFO`) every
+//! [`REPLICA_RECHECK`], so replicas added later are waited for from then on. On Sentinel, where
+//! a primary may be promoted or demoted at any time, `ROLE` rides along with every acquire on
+//! such a shard instead, so that a replica that joined, or a primary that is one no more, is
+//! noticed at the first grant.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,7 +33,7 @@ use crate::keys::key_slot;
 use crate::sentinel_watch::Follow;
 use crate::task::Task;
 
-/// How long auto replica sync stops waiting after it found the primary without replicas.
+/// How long auto replica sync stops waiting after it found a primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);
 
 /// How long auto replica sync refuses grants on a primary that had replicas and lost them all,
@@ -40,20 +46,18 @@ pub(crate) const REPLICA_LOSS_GRACE: Duration = Duration::from_secs(15);
 /// Every slot: what a single server or a Sentinel-managed primary serves.
 const ALL_SLOTS: (u16, u16) = (0, 16383);
 
-fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Whether an acquire waits for replicas to acknowledge it (see
 /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReplicaSync {
-    /// Follow each acquire with `WAIT 1 <1 s>` when the primary had replicas at connect time
-    /// (on a cluster: when any shard had replicas; each acquire then waits on its own shard's
-    /// primary). If a later primary has no replica at all (say, after a failover promoted the
-    /// only one), acquires on it go on without waiting; on a cluster this is decided per shard.
-    /// The default.
+    /// Follow each acquire with `WAIT 1 <1 s>` on a primary that has replicas (on a cluster,
+    /// the shard that owns the object). A primary without replicas (a development server, or
+    /// a failover that promoted the only one) is not waited for, and is checked again every
+    /// few seconds, so replicas added later are waited for from then on. A primary that had
+    /// replicas and lost them all is refused for the
+    /// [replica loss grace](crate::ClientBuilder::replica_loss_grace) first (it may have just
+    /// been demoted by a failover). The default.
     Auto,
     /// Never wait for replicas.
     Off,
@@ -67,26 +71,28 @@ pub enum ReplicaSync {
     },
 }
 
-/// Slots whose primary auto replica sync found without replicas: acquires on them do not wait
-/// for replicas until `until`, when the replica count is read again (one `INFO`, not a
-/// blocking `WAIT`). Off a cluster there is at most one, covering every slot.
-#[derive(Debug, Clone)]
-pub(crate) struct AbsentReplicas {
+/// One call of an acquire script: the script, its KEYS and ARGV, and names for errors.
+pub(crate) struct AcquireCall<'a> {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: &'a [&'a str],
+    pub(crate) args: &'a [String],
+    /// What is being done (`"acquiring a lock"`), for error messages.
+    pub(crate) context: &'static str,
+    /// The object's name, for error messages and [`Error::NotReplicated`].
+    pub(crate) name: &'a str,
+}
+
+/// Slots whose primary was found without replicas: acquires on them do not wait until `until`,
+/// when the replica count is read again. Off a cluster there is at most one, covering every
+/// slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Absent {
     /// The slot ranges the primary served when it was found without replicas.
     slots: Vec<(u16, u16)>,
     until: Instant,
 }
 
-impl AbsentReplicas {
-    /// The slots of a primary just found without replicas, not waited for until the next
-    /// recheck.
-    pub(crate) fn from_now(slots: Vec<(u16, u16)>) -> AbsentReplicas {
-        AbsentReplicas {
-            slots,
-            until: Instant::now() + REPLICA_RECHECK,
-        }
-    }
-
+impl Absent {
     fn covers(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
     }
@@ -98,9 +104,9 @@ impl AbsentReplicas {
     }
 }
 
-/// A primary found without replicas after it had some (see [`Replicas::grant_decision`]).
-#[derive(Debug)]
-pub(crate) struct LostReplicas {
+/// A primary found without replicas after it had some.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Lost {
     /// The slot (0 off a cluster).
     key: u16,
     /// The Sentinel primary's address, if any.
@@ -108,17 +114,151 @@ pub(crate) struct LostReplicas {
     since: Instant,
 }
 
-/// What [`Replicas::grant_decision`] decided.
-#[derive(Debug, PartialEq, Eq)]
-enum Decision {
-    Keep,
+/// What a client remembers of the replicas of its primaries (the state of the machine).
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// Shards found without replicas, not waited for until their recheck.
+    absent: Vec<Absent>,
+    /// Primaries that lost every replica, refused for the loss grace.
+    lost: Vec<Lost>,
+    /// The Sentinel primary this client last saw with replicas.
+    primary_with_replicas: Option<Arc<str>>,
+}
+
+/// Whether an acquire on a shard waits for replicas ([`Memory::waits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waits {
+    Yes,
+    /// Not now: the shard has no replica (until its recheck).
+    No,
+    /// The shard's recheck is due: read its replica count first.
+    Recheck,
+}
+
+/// What is known of a grant that too few replicas acknowledged, gathered as
+/// [`Memory::decide`] asks for it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Facts {
+    /// The replica sync was asked for explicitly ([`ReplicaSync::Require`]).
+    pub(crate) required: bool,
+    /// The shard (a slot; 0 off a cluster).
+    pub(crate) key: u16,
+    /// The Sentinel primary the grant was made on (`None` off Sentinel).
+    pub(crate) ran_on: Option<Arc<str>>,
+    /// The client has left that primary since (a failover moved it).
+    pub(crate) moved: bool,
+    /// How many replicas the primary has now (asked for with [`Step::NeedReplicas`]).
+    pub(crate) replicas_now: Option<u32>,
+    /// What the sentinels say of the primary (asked for with [`Step::NeedVerdict`]).
+    pub(crate) verdict: Option<Verdict>,
+}
+
+/// What to do with a grant ([`Memory::decide`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Keep it; `gone`: the shard has no replica, stop waiting on it (until its recheck).
+    Keep {
+        gone: bool,
+    },
     Undo,
-    /// Undo, then drop the connection to this primary.
+    /// Undo, then drop the connection to this primary and ask the sentinels again.
     UndoAndMove(Arc<str>),
-    /// The grant was made on a primary the client has left since (a failover moved it while
-    /// the answer was on its way): it cannot be undone there, and it is not taken. That server
-    /// has been demoted; it drops its data when it follows the new primary.
+    /// The grant was made on a primary the client has left since: it cannot be undone there,
+    /// and it is not taken. That server has been demoted; it drops its data when it follows
+    /// the new primary.
     Abandon,
+}
+
+/// The next step of a decision: decided, or a fact to gather first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    Done(Decision),
+    NeedReplicas,
+    NeedVerdict(Arc<str>),
+}
+
+impl Memory {
+    /// Whether an acquire on `slot` waits for replicas now.
+    pub(crate) fn waits(&self, slot: u16, now: Instant) -> Waits {
+        match self.absent.iter().find(|absent| absent.covers(slot)) {
+            None => Waits::Yes,
+            Some(absent) if now < absent.until => Waits::No,
+            Some(_) => Waits::Recheck,
+        }
+    }
+
+    /// Replicas answered on shard `key` (`primary`, on Sentinel): forget a loss recorded there
+    /// and the shard's absence, and remember the primary as one seen with replicas.
+    pub(crate) fn seen(&mut self, key: u16, slot: u16, primary: Option<Arc<str>>) {
+        self.lost.retain(|l| l.key != key);
+        self.absent.retain(|a| !a.covers(slot));
+        if primary.is_some() {
+            self.primary_with_replicas = primary;
+        }
+    }
+
+    /// The primary serving `slots` has no replica: acquires on them stop waiting until `now` +
+    /// [`REPLICA_RECHECK`].
+    pub(crate) fn gone(&mut self, slots: Vec<(u16, u16)>, now: Instant) {
+        self.absent.retain(|a| !a.overlaps(&slots));
+        self.absent.push(Absent {
+            slots,
+            until: now + REPLICA_RECHECK,
+        });
+    }
+
+    /// Whether `primary` (a Sentinel primary) is not the one this client last saw with
+    /// replicas: then its having none is no loss (a primary just promoted starts without one).
+    fn first_sight(&self, primary: &Option<Arc<str>>) -> bool {
+        primary.is_some() && self.primary_with_replicas != *primary
+    }
+
+    /// The next step for a grant that too few replicas acknowledged, from `facts` (see
+    /// [`Facts`]): undone if the sync is required, abandoned if the client left its primary,
+    /// undone if the primary still has a replica (it was slow), undone and moved if the
+    /// sentinels do not vouch for the primary, undone while a loss of every replica is younger
+    /// than `grace`, and kept after that (the loss taken for real) or when the primary is a
+    /// fresh promotion.
+    pub(crate) fn decide(&mut self, facts: &Facts, grace: Duration, now: Instant) -> Step {
+        if facts.required {
+            return Step::Done(Decision::Undo);
+        }
+        if facts.moved {
+            return Step::Done(Decision::Abandon);
+        }
+        let Some(replicas) = facts.replicas_now else {
+            return Step::NeedReplicas;
+        };
+        if replicas > 0 {
+            self.seen(facts.key, facts.key, facts.ran_on.clone());
+            return Step::Done(Decision::Undo);
+        }
+        if let Some(primary) = &facts.ran_on {
+            match &facts.verdict {
+                None => return Step::NeedVerdict(primary.clone()),
+                Some(Verdict::Confirmed) => {}
+                Some(_) => return Step::Done(Decision::UndoAndMove(primary.clone())),
+            }
+        }
+        let lost_for = match self.lost.iter().find(|l| l.key == facts.key) {
+            // A different primary than the one that had replicas: a fresh promotion.
+            Some(l) if l.primary != facts.ran_on => None,
+            Some(l) => Some(now.saturating_duration_since(l.since)),
+            None if self.first_sight(&facts.ran_on) => None,
+            None => {
+                self.lost.push(Lost {
+                    key: facts.key,
+                    primary: facts.ran_on.clone(),
+                    since: now,
+                });
+                Some(Duration::ZERO)
+            }
+        };
+        Step::Done(match lost_for {
+            Some(lost_for) if lost_for < grace => Decision::Undo,
+            _ => Decision::Keep { gone: true },
+        })
+    }
 }
 
 /// How many replicas a `ROLE` reply of a primary lists; `None` if the server is no primary.
@@ -133,41 +273,22 @@ fn role_replicas(role: &redis::Value) -> Option<usize> {
     }
 }
 
-/// One call of an acquire script: the script, its KEYS and ARGV, and names for errors.
-pub(crate) struct AcquireCall<'a> {
-    pub(crate) script: &'static Script,
-    pub(crate) keys: &'a [&'a str],
-    pub(crate) args: &'a [String],
-    /// What is being done (`"acquiring a lock"`), for error messages.
-    pub(crate) context: &'static str,
-    /// The object's name, for error messages and [`Error::NotReplicated`].
-    pub(crate) name: &'a str,
-}
-
 /// What a client knows of the replicas of its primaries, and whether its acquires wait for
 /// them (see [`ReplicaSync`]). Owned by the client; every lock-family acquire goes through
 /// [`Replicas::acquire_script`].
 #[derive(Debug)]
 pub(crate) struct Replicas {
-    /// `(replicas, timeout)` when acquires wait for replicas.
+    /// `(replicas, timeout)` when acquires (may) wait for replicas.
     sync: Option<(u32, Duration)>,
-    /// Whether the replica sync was asked for explicitly ([`ReplicaSync::Require`]): then a
-    /// primary that lost its replicas fails acquires instead of carrying on without them.
+    /// [`ReplicaSync::Require`]: a primary that lost its replicas fails acquires.
     required: bool,
-    /// The primaries auto mode found without replicas (on a cluster, by the slots of each such
-    /// shard; elsewhere all slots): acquires on them do not wait for replicas until the entry's
-    /// time, when the replica count is read again (one `INFO`, not a blocking `WAIT`).
-    absent: Arc<Mutex<Vec<AbsentReplicas>>>,
-    /// Primaries found without replicas after they had some, refused for a grace period.
-    lost: Mutex<Vec<LostReplicas>>,
-    /// The Sentinel primary this client last saw with replicas.
-    primary_with_replicas: Arc<Mutex<Option<Arc<str>>>>,
+    memory: Arc<Mutex<Memory>>,
     /// See [`ClientBuilder::replica_loss_grace`](crate::ClientBuilder::replica_loss_grace).
     loss_grace: Duration,
 }
 
 impl Replicas {
-    /// The state of a client just connected on `conn`: in auto mode, whether its primaries
+    /// The state of a client just connected on `conn`: in auto mode, which of its primaries
     /// have replicas (one `INFO` per primary).
     pub(crate) async fn detect(
         conn: &Conn,
@@ -175,103 +296,97 @@ impl Replicas {
         watchdog_timeout: Duration,
         loss_grace: Duration,
     ) -> Result<Replicas> {
-        // Wait at most a quarter of the watchdog lease: the wait eats into it.
-        let auto_wait = (1, (watchdog_timeout / 4).min(Duration::from_secs(1)));
-        let mut absent = Vec::new();
-        let replica_sync = match mode {
-            ReplicaSync::Off => None,
-            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
-            // Waits if any shard's primary has replicas (`INFO`, as off a cluster); the shards
-            // without replicas are not waited for until they are checked again.
-            ReplicaSync::Auto if conn.is_cluster() => {
-                let shards = match cluster_shards(conn, None).await {
-                    Ok(shards) => shards,
-                    Err(e) if e.is_auth() => Vec::new(),
-                    Err(e) => return Err(e),
-                };
-                let counts = futures_util::future::join_all(
-                    shards
-                        .iter()
-                        .map(|shard| connected_replicas(conn, shard.slots[0].0)),
-                )
-                .await;
-                let mut any = false;
-                let mut unknown = false;
-                for (shard, count) in shards.into_iter().zip(counts) {
-                    match count {
-                        Ok(n) if n > 0 => any = true,
-                        Ok(_) => absent.push(AbsentReplicas::from_now(shard.slots)),
-                        // A user without INFO (a tight ACL) cannot tell: no replica sync.
-                        Err(e) if e.is_auth() => unknown = true,
-                        Err(e) => return Err(e),
+        let mut replicas = Replicas::new(mode, watchdog_timeout, loss_grace);
+        if mode != ReplicaSync::Auto {
+            return Ok(replicas);
+        }
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        // The shards to check: every primary of a cluster, or the one primary.
+        let shards = if conn.is_cluster() {
+            match cluster_shards(conn, None).await {
+                Ok(shards) => shards.into_iter().map(|shard| shard.slots).collect(),
+                // A user without CLUSTER NODES (a tight ACL) cannot tell: no replica sync.
+                Err(e) if e.is_auth() => {
+                    replicas.sync = None;
+                    return Ok(replicas);
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            vec![vec![ALL_SLOTS]]
+        };
+        for slots in shards {
+            match connected_replicas(conn, slots[0].0).await {
+                Ok(n) if n > 0 => memory.primary_with_replicas = conn.sentinel_primary(),
+                Ok(_) => {
+                    // A sentinel that has not heard of a failover yet may have named the
+                    // demoted primary, which has lost its replicas: unless the sentinels vouch
+                    // for it, its first grant is waited for (and undone: its loss counts).
+                    let suspect = match (conn.sentinel_primary(), conn.sentinels()) {
+                        (Some(primary), Some(sentinels))
+                            if sentinels.verdict(&primary).await != Verdict::Confirmed =>
+                        {
+                            Some(primary)
+                        }
+                        _ => None,
+                    };
+                    match suspect {
+                        Some(primary) => memory.primary_with_replicas = Some(primary),
+                        None => memory.gone(slots, now),
                     }
                 }
-                (any && !unknown).then_some(auto_wait)
-            }
-            // The slot does not matter off a cluster.
-            ReplicaSync::Auto => match connected_replicas(conn, 0).await {
-                Ok(n) if n > 0 => Some(auto_wait),
-                // A sentinel that has not heard of a failover yet may have named the demoted
-                // primary, which has lost its replicas: wait for replicas unless the sentinels
-                // vouch for it, so that the first grant there is checked (and undone).
-                // On Sentinel, auto mode stays on: a primary without replicas may have been
-                // promoted just now, and gets one soon (the demoted primary, reconfigured);
-                // every grant there checks `ROLE` on the way (see `Replicas::acquire_script`), so
-                // waiting starts with the first grant after a replica joined. And a sentinel
-                // that has not heard of a failover yet may have named the demoted primary:
-                // unless the sentinels vouch for it, its first grant is waited for (and undone).
-                Ok(_) => match (conn.sentinel_primary(), conn.sentinels()) {
-                    (Some(primary), Some(sentinels)) => {
-                        if sentinels.verdict(&primary).await == Verdict::Confirmed {
-                            absent.push(AbsentReplicas::from_now(vec![(0, 16383)]));
-                        }
-                        Some(auto_wait)
-                    }
-                    _ => None,
-                },
                 // A user without INFO (a tight ACL) cannot tell: no replica sync.
-                Err(e) if e.is_auth() => None,
+                Err(e) if e.is_auth() => {
+                    replicas.sync = None;
+                    break;
+                }
                 Err(e) => return Err(e),
-            },
-        };
-        Ok(Replicas::new(conn, mode, replica_sync, absent, loss_grace))
+            }
+        }
+        replicas.memory = Arc::new(Mutex::new(memory));
+        Ok(replicas)
     }
 
-    /// The state of a lazy client, which cannot ask a server that is not there: it waits for
-    /// replicas only with [`ReplicaSync::Require`].
-    pub(crate) fn lazy(conn: &Conn, mode: ReplicaSync, loss_grace: Duration) -> Replicas {
-        let sync = match mode {
-            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
-            ReplicaSync::Auto | ReplicaSync::Off => None,
-        };
-        Replicas::new(conn, mode, sync, Vec::new(), loss_grace)
-    }
-
-    fn new(
-        conn: &Conn,
+    /// The state of a lazy client, which cannot ask a server that is not there: in auto mode
+    /// every shard is checked at its first acquire.
+    pub(crate) fn lazy(
         mode: ReplicaSync,
-        sync: Option<(u32, Duration)>,
-        absent: Vec<AbsentReplicas>,
+        watchdog_timeout: Duration,
         loss_grace: Duration,
     ) -> Replicas {
-        // The primary this client has seen with replicas: the one it connected to, unless it
-        // found none there.
-        let primary_with_replicas = if absent.is_empty() {
-            sync.and(conn.sentinel_primary())
-        } else {
-            None
+        let replicas = Replicas::new(mode, watchdog_timeout, loss_grace);
+        if mode == ReplicaSync::Auto {
+            // Due for a recheck at once.
+            replicas.memory().absent.push(Absent {
+                slots: vec![ALL_SLOTS],
+                until: Instant::now(),
+            });
+        }
+        replicas
+    }
+
+    fn new(mode: ReplicaSync, watchdog_timeout: Duration, loss_grace: Duration) -> Replicas {
+        // Auto waits at most a quarter of the watchdog lease: the wait eats into it.
+        let sync = match mode {
+            ReplicaSync::Off => None,
+            ReplicaSync::Require { replicas, timeout } => Some((replicas, timeout)),
+            ReplicaSync::Auto => Some((1, (watchdog_timeout / 4).min(Duration::from_secs(1)))),
         };
         Replicas {
             sync,
             required: matches!(mode, ReplicaSync::Require { .. }),
-            absent: Arc::new(Mutex::new(absent)),
-            lost: Mutex::new(Vec::new()),
-            primary_with_replicas: Arc::new(Mutex::new(primary_with_replicas)),
+            memory: Arc::new(Mutex::new(Memory::default())),
             loss_grace,
         }
     }
 
-    /// `(replicas, timeout)` when acquires wait for replicas.
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `(replicas, timeout)` when acquires wait for replicas (in auto mode: on primaries that
+    /// have them).
     pub(crate) fn sync(&self) -> Option<(u32, Duration)> {
         self.sync
     }
@@ -280,51 +395,26 @@ impl Replicas {
     /// with a replica (losing it later is a loss), and acquires wait for replicas again from
     /// the next one on.
     pub(crate) fn joined_callback(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
-        let (absent, seen) = (self.absent.clone(), self.primary_with_replicas.clone());
+        let memory = self.memory.clone();
         Arc::new(move |primary: &str| {
-            *lock_ignoring_poison(&seen) = Some(Arc::from(primary));
-            lock_ignoring_poison(&absent).clear();
+            let mut memory = memory.lock().unwrap_or_else(|e| e.into_inner());
+            memory.primary_with_replicas = Some(Arc::from(primary));
+            memory.absent.clear();
         })
     }
-    /// `(replicas, timeout)` if an acquire on `slot` should wait for replicas now. In auto
-    /// mode, a primary found without replicas is not waited for; its replica count is read
-    /// again (one `INFO`) every [`REPLICA_RECHECK`]. On a cluster this is decided per shard:
-    /// `slot` picks the shard (elsewhere it does not matter).
-    pub(crate) async fn replica_wait(
-        &self,
-        conn: &Conn,
-        slot: u16,
-    ) -> Result<Option<(u32, Duration)>> {
-        let Some(sync) = self.sync else {
-            return Ok(None);
-        };
-        if self.required {
-            return Ok(Some(sync));
-        }
-        let absent_until = lock_ignoring_poison(&self.absent)
-            .iter()
-            .find(|absent| absent.covers(slot))
-            .map(|absent| absent.until);
-        match absent_until {
-            None => Ok(Some(sync)),
-            Some(until) if Instant::now() < until => Ok(None),
-            Some(_) => {
-                if connected_replicas(conn, slot).await? > 0 {
-                    lock_ignoring_poison(&self.absent).retain(|a| !a.covers(slot));
-                    self.replicas_seen(conn, slot);
-                    Ok(Some(sync))
-                } else {
-                    self.replicas_gone(conn, slot).await;
-                    Ok(None)
-                }
-            }
+
+    /// The key a shard's loss is recorded under: the slot on a cluster, 0 elsewhere.
+    fn shard_key(conn: &Conn, slot: u16) -> u16 {
+        if conn.is_cluster() {
+            slot
+        } else {
+            0
         }
     }
 
-    /// Records that the primary of `slot` has no replica: acquires on its slots (every slot
-    /// off a cluster) stop waiting for [`REPLICA_RECHECK`]. On a cluster, that primary's slot
-    /// ranges are read with `CLUSTER NODES`; if they cannot be, only `slot` is recorded.
-    async fn replicas_gone(&self, conn: &Conn, slot: u16) {
+    /// Records that the primary of `slot` has no replica (on a cluster, its slot ranges, read
+    /// with `CLUSTER NODES`; `slot` alone if they cannot be read).
+    async fn gone(&self, conn: &Conn, slot: u16) {
         let slots = if conn.is_cluster() {
             match cluster_shards(conn, Some(slot)).await {
                 Ok(shards) => shards
@@ -336,31 +426,12 @@ impl Replicas {
         } else {
             vec![ALL_SLOTS]
         };
-        let mut absent = lock_ignoring_poison(&self.absent);
-        absent.retain(|a| !a.overlaps(&slots));
-        absent.push(AbsentReplicas::from_now(slots));
+        self.memory().gone(slots, Instant::now());
     }
 
-    /// What to do with a grant on `slot` that `acked` of the `replicas` asked for acknowledged.
-    ///
-    /// Enough acknowledgements: keep it. Too few with [`ReplicaSync::Require`](crate::ReplicaSync):
-    /// undo it. Too few in auto mode: undo it while the primary still has a replica (it was
-    /// just slow or unreachable). A primary without any replica now is suspect: it may have
-    /// just been demoted by a failover (its only replica promoted) and still take writes that
-    /// nobody else will see. Its grants are undone while
-    /// - the sentinels (Sentinel deployments) name another primary, or too few of them answer:
-    ///   the connection is dropped too, so the next attempt goes where the sentinels point;
-    /// - the loss is younger than the replica loss grace (see
-    ///   [`ClientBuilder::replica_loss_grace`](crate::ClientBuilder::replica_loss_grace)), unless this client has never seen
-    ///   that primary with a replica (a primary just promoted by a failover starts without
-    ///   one, and the sentinels vouch for it).
-    ///
-    /// After that the loss is taken for real: the grant stands, a warning is logged, and
-    /// acquires on its slots stop waiting for replicas (rechecked every [`REPLICA_RECHECK`]).
-    ///
-    /// `ran_on` is the Sentinel primary the grant was made on; if the client has left it since,
-    /// the grant is abandoned (see [`Decision::Abandon`]).
-    async fn grant_decision(
+    /// Decides on a grant on `slot` that `acked` of the required replicas acknowledged,
+    /// gathering the facts [`Memory::decide`] asks for.
+    async fn decision(
         &self,
         conn: &Conn,
         slot: u16,
@@ -368,120 +439,60 @@ impl Replicas {
         acked: i64,
         ran_on: &Option<Arc<str>>,
     ) -> Result<Decision> {
-        let decision = async {
-            if acked >= i64::from(replicas) {
-                if acked > 0 {
-                    self.replicas_seen_on(conn, slot, ran_on.clone());
-                }
-                return Ok(Decision::Keep);
+        let key = Replicas::shard_key(conn, slot);
+        if acked >= i64::from(replicas) {
+            if acked > 0 {
+                self.memory().seen(key, slot, ran_on.clone());
             }
-            if self.required {
-                return Ok(Decision::Undo);
-            }
-            if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
-                return Ok(Decision::Abandon);
-            }
-            if connected_replicas(conn, slot).await? > 0 {
-                self.replicas_seen_on(conn, slot, ran_on.clone());
-                return Ok(Decision::Undo);
-            }
-            if let Some(primary) = ran_on.clone() {
-                let verdict = match conn.sentinels() {
-                    Some(sentinels) => sentinels.verdict(&primary).await,
-                    None => Verdict::Unknown,
-                };
-                if verdict != Verdict::Confirmed {
-                    return Ok(Decision::UndoAndMove(primary));
-                }
-            }
-            let lost_for = {
-                let key = self.loss_key(conn, slot);
-                let mut lost = lock_ignoring_poison(&self.lost);
-                let primary = ran_on.clone();
-                match lost.iter().find(|l| l.key == key) {
-                    // A different primary than the one that had replicas: a fresh promotion.
-                    Some(l) if l.primary != primary => None,
-                    Some(l) => Some(l.since.elapsed()),
-                    None if self.first_sight(&primary) => None,
-                    None => {
-                        lost.push(LostReplicas {
-                            key,
-                            primary,
-                            since: Instant::now(),
-                        });
-                        Some(Duration::ZERO)
-                    }
-                }
-            };
-            match lost_for {
-                Some(lost_for) if lost_for < self.loss_grace => Ok(Decision::Undo),
-                Some(lost_for) => {
-                    tracing::warn!(
-                        slot,
-                        lost_for = ?lost_for,
-                        "latchkey: the primary lost every replica and still is the primary; \
-                         acquires on it no longer wait for replicas"
-                    );
-                    self.replicas_gone(conn, slot).await;
-                    Ok(Decision::Keep)
-                }
-                None => {
-                    self.replicas_gone(conn, slot).await;
-                    Ok(Decision::Keep)
-                }
-            }
+            return Ok(Decision::Keep { gone: false });
         }
-        .await?;
+        let moved = || ran_on.is_some() && conn.sentinel_primary() != *ran_on;
+        let mut facts = Facts {
+            required: self.required,
+            key,
+            ran_on: ran_on.clone(),
+            moved: moved(),
+            ..Facts::default()
+        };
+        let decision = loop {
+            let step = self
+                .memory()
+                .decide(&facts, self.loss_grace, Instant::now());
+            match step {
+                Step::Done(decision) => break decision,
+                Step::NeedReplicas => {
+                    facts.replicas_now = Some(connected_replicas(conn, slot).await?)
+                }
+                Step::NeedVerdict(primary) => {
+                    facts.verdict = Some(match conn.sentinels() {
+                        Some(sentinels) => sentinels.verdict(&primary).await,
+                        None => Verdict::Unknown,
+                    })
+                }
+            }
+        };
+        if decision == (Decision::Keep { gone: true }) {
+            if self.memory().lost.iter().any(|l| l.key == key) {
+                tracing::warn!(
+                    slot,
+                    "latchkey: the primary lost every replica and still is the primary; \
+                     acquires on it no longer wait for replicas"
+                );
+            }
+            self.gone(conn, slot).await;
+        }
         // Checked last: the connection may move while the decision is being made.
-        if ran_on.is_some() && conn.sentinel_primary() != *ran_on {
+        if moved() {
             return Ok(Decision::Abandon);
         }
         Ok(decision)
     }
 
-    /// The slot a replica loss is recorded under: the slot itself on a cluster, 0 elsewhere.
-    fn loss_key(&self, conn: &Conn, slot: u16) -> u16 {
-        if conn.is_cluster() {
-            slot
-        } else {
-            0
-        }
-    }
-
-    /// Replicas answered on `slot`: forget a loss recorded there, and remember the primary.
-    fn replicas_seen(&self, conn: &Conn, slot: u16) {
-        self.replicas_seen_on(conn, slot, conn.sentinel_primary());
-    }
-
-    /// [`Replicas::replicas_seen`] for replicas that answered `primary` (a Sentinel primary's
-    /// address).
-    fn replicas_seen_on(&self, conn: &Conn, slot: u16, primary: Option<Arc<str>>) {
-        let key = self.loss_key(conn, slot);
-        {
-            let mut lost = lock_ignoring_poison(&self.lost);
-            if !lost.is_empty() {
-                lost.retain(|l| l.key != key);
-            }
-        }
-        if primary.is_some() {
-            let mut seen = lock_ignoring_poison(&self.primary_with_replicas);
-            if *seen != primary {
-                *seen = primary;
-            }
-        }
-    }
-
-    /// Whether `primary` (a Sentinel primary's address) is not the one this client last saw
-    /// with replicas: then its having none is no loss.
-    fn first_sight(&self, primary: &Option<Arc<str>>) -> bool {
-        primary.is_some() && *lock_ignoring_poison(&self.primary_with_replicas) != *primary
-    }
-
     /// Runs an acquire script and returns its reply, waiting for replicas as the client's
-    /// replica sync asks (see [`Replicas::replica_wait`]).
+    /// replica sync asks.
     ///
     /// `granted` tells from the reply whether the script granted something (a hold, permits).
-    /// If it did and too few replicas acknowledged it (see [`Replicas::grant_decision`]), the script
+    /// If it did and too few replicas acknowledged it (see [`Memory::decide`]), the script
     /// `undo()` returns — the primitive's release of exactly what was just granted — is run,
     /// and the acquire fails with [`Error::NotReplicated`]. Callers run this inside their
     /// detached attempt task, so the undo completes even if the caller goes away.
@@ -493,105 +504,103 @@ impl Replicas {
         granted: impl FnOnce(&T) -> bool,
         undo: impl FnOnce() -> Task,
     ) -> Result<T> {
-        // The shard that owns the object (every key of it shares one slot); not needed, and
-        // not computed, without replica sync.
-        let slot = match self.sync {
-            Some(_) => call.keys.first().map_or(0, |key| key_slot(key.as_bytes())),
-            None => 0,
+        let Some((replicas, wait)) = self.sync else {
+            let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
+            return conn
+                .evalsha(call.script, call.keys, &args, call.context, call.name)
+                .await;
         };
-        let (reply, decision, replicas, wait, acked) = match self.replica_wait(conn, slot).await? {
-            Some((replicas, wait)) => {
-                let (reply, acked, ran_on): (T, i64, _) = conn
-                    .script_then_wait(
-                        call.script,
-                        call.keys,
-                        call.args,
-                        (replicas, wait),
-                        call.context,
-                        call.name,
-                    )
-                    .await?;
-                if acked > 0 && acked >= i64::from(replicas) {
-                    self.replicas_seen_on(conn, slot, ran_on.clone());
-                }
+        // The shard that owns the object (every key of it shares one slot).
+        let slot = call.keys.first().map_or(0, |key| key_slot(key.as_bytes()));
+        let key = Replicas::shard_key(conn, slot);
+        let mut waits = self.memory().waits(slot, Instant::now());
+        if waits == Waits::Recheck && !self.required {
+            if connected_replicas(conn, slot).await? > 0 {
+                self.memory().seen(key, slot, conn.sentinel_primary());
+                waits = Waits::Yes;
+            } else {
+                self.gone(conn, slot).await;
+                waits = Waits::No;
+            }
+        }
+        let (reply, decision, acked) = if self.required || waits == Waits::Yes {
+            let (reply, acked, ran_on): (T, i64, _) = conn
+                .script_then_wait(
+                    call.script,
+                    call.keys,
+                    call.args,
+                    (replicas, wait),
+                    call.context,
+                    call.name,
+                )
+                .await?;
+            if !granted(&reply) {
                 // Nothing granted (held, queued, too few permits): the WAIT's answer does not
                 // matter.
-                if !granted(&reply) {
-                    return Ok(reply);
-                }
-                let decision = self
-                    .grant_decision(conn, slot, replicas, acked, &ran_on)
-                    .await?;
-                (reply, decision, replicas, wait, acked)
+                return Ok(reply);
             }
-            // Auto mode on a primary found without replicas: `ROLE` rides along (no extra round
+            let decision = self.decision(conn, slot, replicas, acked, &ran_on).await?;
+            (reply, decision, acked)
+        } else if conn.sentinels().is_some() {
+            // A Sentinel primary found without replicas: `ROLE` rides along (no extra round
             // trip), so that replicas that came back, or a primary that is one no more, are
             // noticed at the first grant rather than at the next recheck.
-            None if self.sync.is_some() => {
-                let (reply, role, ran_on): (T, redis::Value, _) = conn
-                    .script_then(
-                        call.script,
-                        call.keys,
-                        call.args,
-                        &redis::cmd("ROLE"),
-                        Duration::ZERO,
-                        call.context,
-                        call.name,
-                    )
-                    .await?;
-                if role_replicas(&role).is_some_and(|n| n > 0) {
-                    self.replicas_seen_on(conn, slot, ran_on.clone());
+            let (reply, role, ran_on): (T, redis::Value, _) = conn
+                .script_then(
+                    call.script,
+                    call.keys,
+                    call.args,
+                    &redis::cmd("ROLE"),
+                    Duration::ZERO,
+                    call.context,
+                    call.name,
+                )
+                .await?;
+            let found = role_replicas(&role);
+            if found.is_some_and(|n| n > 0) {
+                self.memory().seen(key, slot, ran_on.clone());
+            }
+            if !granted(&reply) {
+                return Ok(reply);
+            }
+            let moved = ran_on.is_some() && conn.sentinel_primary() != ran_on;
+            match found {
+                // Granted by a primary the client has left since.
+                _ if moved => (reply, Decision::Abandon, 0),
+                // A primary this client saw with replicas has lost them: the loss rule.
+                Some(0) if !self.memory().first_sight(&ran_on) => {
+                    let decision = self.decision(conn, slot, replicas, 0, &ran_on).await?;
+                    (reply, decision, 0)
                 }
-                if !granted(&reply) {
-                    return Ok(reply);
-                }
-                let moved = ran_on.is_some() && conn.sentinel_primary() != ran_on;
-                let (replicas, wait) = self.sync.unwrap_or((1, Duration::from_secs(1)));
-                let (decision, acked) = match role_replicas(&role) {
-                    // Granted by a primary the client has left since.
-                    _ if moved => (Decision::Abandon, 0),
-                    // A primary this client saw with replicas has lost them: the loss rule.
-                    Some(0) if ran_on.is_some() && !self.first_sight(&ran_on) => (
-                        self.grant_decision(conn, slot, replicas, 0, &ran_on)
-                            .await?,
-                        0,
-                    ),
-                    Some(0) => return Ok(reply),
-                    // Replicas joined since: wait for this grant now, then as usual.
-                    Some(_) => {
-                        lock_ignoring_poison(&self.absent).retain(|a| !a.covers(slot));
-                        let acked: i64 = conn
-                            .query_on_slot(
-                                slot,
-                                redis::cmd("WAIT")
-                                    .arg(replicas)
-                                    .arg(wait.as_millis() as u64),
-                                call.context,
-                                call.name,
-                            )
-                            .await?;
-                        (
-                            self.grant_decision(conn, slot, replicas, acked, &ran_on)
-                                .await?,
-                            acked,
+                Some(0) => return Ok(reply),
+                // Replicas joined since: wait for this grant now, then as usual.
+                Some(_) => {
+                    let acked: i64 = conn
+                        .query_on_slot(
+                            slot,
+                            redis::cmd("WAIT")
+                                .arg(replicas)
+                                .arg(wait.as_millis() as u64),
+                            call.context,
+                            call.name,
                         )
-                    }
-                    // Not a primary any more (or an answer we cannot read): never keep it.
-                    None => match ran_on {
-                        Some(primary) => (Decision::UndoAndMove(primary), 0),
-                        None => (Decision::Undo, 0),
-                    },
-                };
-                (reply, decision, replicas, wait, acked)
+                        .await?;
+                    let decision = self.decision(conn, slot, replicas, acked, &ran_on).await?;
+                    (reply, decision, acked)
+                }
+                // Not a primary any more (or an answer we cannot read): never keep it.
+                None => match ran_on {
+                    Some(primary) => (reply, Decision::UndoAndMove(primary), 0),
+                    None => (reply, Decision::Undo, 0),
+                },
             }
-            None => {
-                let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
-                return conn
-                    .evalsha(call.script, call.keys, &args, call.context, call.name)
-                    .await;
-            }
+        } else {
+            let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
+            return conn
+                .evalsha(call.script, call.keys, &args, call.context, call.name)
+                .await;
         };
-        if decision == Decision::Keep {
+        if let Decision::Keep { .. } = decision {
             return Ok(reply);
         }
         // The grant is on the primary only (or on too few replicas): undo it with the release
@@ -648,11 +657,136 @@ mod tests {
     }
 
     #[test]
-    fn absent_replicas_cover_their_ranges() {
-        let absent = AbsentReplicas::from_now(vec![(0, 10), (100, 200)]);
-        assert!(absent.covers(0) && absent.covers(10) && absent.covers(150));
-        assert!(!absent.covers(11) && !absent.covers(201));
-        assert!(absent.overlaps(&[(5, 5)]) && absent.overlaps(&[(200, 300)]));
-        assert!(!absent.overlaps(&[(11, 99), (201, 16383)]));
+    fn absent_shards_are_not_waited_for_until_their_recheck() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        assert_eq!(
+            memory.waits(7, now),
+            Waits::Yes,
+            "unknown shards are waited for"
+        );
+        memory.gone(vec![(0, 10), (100, 200)], now);
+        assert_eq!(memory.waits(7, now), Waits::No);
+        assert_eq!(memory.waits(150, now + REPLICA_RECHECK), Waits::Recheck);
+        assert_eq!(memory.waits(11, now), Waits::Yes, "another shard");
+        // A shard seen with replicas again is waited for at once.
+        memory.seen(0, 7, None);
+        assert_eq!(memory.waits(150, now), Waits::Yes);
+    }
+
+    /// The decision on a grant too few replicas acknowledged, one row per case: the facts
+    /// known at each step, the memory before, and what comes out.
+    #[test]
+    fn the_decision_table() {
+        let grace = Duration::from_secs(15);
+        let a: Arc<str> = Arc::from("10.0.0.1:6379");
+        let b: Arc<str> = Arc::from("10.0.0.2:6379");
+        let facts =
+            |replicas: Option<u32>, ran_on: Option<&Arc<str>>, verdict: Option<Verdict>| Facts {
+                required: false,
+                key: 0,
+                ran_on: ran_on.cloned(),
+                moved: false,
+                replicas_now: replicas,
+                verdict,
+            };
+        let seen_a = || Memory {
+            primary_with_replicas: Some(a.clone()),
+            ..Memory::default()
+        };
+        let now = Instant::now();
+        let lost_a = |ago: Duration| Memory {
+            primary_with_replicas: Some(a.clone()),
+            lost: vec![Lost {
+                key: 0,
+                primary: Some(a.clone()),
+                since: now - ago,
+            }],
+            ..Memory::default()
+        };
+        let confirmed = Some(Verdict::Confirmed);
+        let rows: Vec<(&str, Memory, Facts, Step)> = vec![
+            (
+                "required: undone",
+                Memory::default(),
+                Facts {
+                    required: true,
+                    ..facts(None, None, None)
+                },
+                Step::Done(Decision::Undo),
+            ),
+            (
+                "the client left the primary: abandoned",
+                Memory::default(),
+                Facts {
+                    moved: true,
+                    ..facts(None, Some(&a), None)
+                },
+                Step::Done(Decision::Abandon),
+            ),
+            (
+                "first, the replica count",
+                Memory::default(),
+                facts(None, None, None),
+                Step::NeedReplicas,
+            ),
+            (
+                "a replica is there (slow): undone",
+                Memory::default(),
+                facts(Some(1), Some(&a), None),
+                Step::Done(Decision::Undo),
+            ),
+            (
+                "no replica on Sentinel: ask the sentinels",
+                seen_a(),
+                facts(Some(0), Some(&a), None),
+                Step::NeedVerdict(a.clone()),
+            ),
+            (
+                "the sentinels do not vouch: undone and moved",
+                seen_a(),
+                facts(Some(0), Some(&a), Some(Verdict::Moved)),
+                Step::Done(Decision::UndoAndMove(a.clone())),
+            ),
+            (
+                "a primary seen with replicas lost them: undone (the grace starts)",
+                seen_a(),
+                facts(Some(0), Some(&a), confirmed.clone()),
+                Step::Done(Decision::Undo),
+            ),
+            (
+                "the loss is younger than the grace: undone",
+                lost_a(Duration::from_secs(5)),
+                facts(Some(0), Some(&a), confirmed.clone()),
+                Step::Done(Decision::Undo),
+            ),
+            (
+                "the loss is older than the grace: kept, the shard gone",
+                lost_a(Duration::from_secs(16)),
+                facts(Some(0), Some(&a), confirmed.clone()),
+                Step::Done(Decision::Keep { gone: true }),
+            ),
+            (
+                "a primary never seen with replicas (a fresh promotion): kept",
+                seen_a(),
+                facts(Some(0), Some(&b), confirmed.clone()),
+                Step::Done(Decision::Keep { gone: true }),
+            ),
+            (
+                "a loss recorded for another primary: this one is fresh, kept",
+                lost_a(Duration::ZERO),
+                facts(Some(0), Some(&b), confirmed),
+                Step::Done(Decision::Keep { gone: true }),
+            ),
+            (
+                "off Sentinel, a first loss: undone",
+                Memory::default(),
+                facts(Some(0), None, None),
+                Step::Done(Decision::Undo),
+            ),
+        ];
+        for (case, mut memory, facts, expected) in rows {
+            assert_eq!(memory.decide(&facts, grace, now), expected, "{case}");
+        }
     }
 }

@@ -1,18 +1,23 @@
 //! The Lua scripts, kept as files in `scripts/` and sent with EVALSHA: every script of the
 //! library is declared here, once.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, Script, ToRedisArgs};
 
 /// The source of a script: the prelude (`scripts/prelude.lua`: the helpers every script may use),
 /// then the files of `scripts/` named, in order (a family's helpers, then the script). A command
 /// Redis refuses is reported on a line of this text.
 ///
-/// A hot script may have a fast path (`fast "name.fast.lua",`) put before the prelude: Lua runs a
-/// script's text from the top, so the usual case returns before the helpers are defined (each is
-/// a closure made anew on every call, about 1.5 µs of Redis CPU per call for the prelude).
+/// A hot script may do without the prelude (`bare "name.lua"`): each helper is a closure made
+/// anew on every call (about 1.5 µs of Redis CPU per call for the prelude). Or it may have a
+/// fast path (`fast "name.fast.lua",`) put before the prelude: Lua runs a script's text from the
+/// top, so the usual case returns before the helpers are defined.
 macro_rules! lua {
+    (bare $file:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))
+    };
     ($(fast $fast:literal,)? $($file:literal),+) => {
         concat!(
             $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $fast)),)?
@@ -24,25 +29,25 @@ macro_rules! lua {
 /// The registry: a `static NAME: LazyLock<Script>` per script (`NAME = "file.lua";`, or a family's
 /// helpers first: `NAME = "family.lua", "file.lua";`), and [`SOURCES`], every script's text.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident = $(fast $fast:literal,)? $($file:literal),+;)+) => {
+    ($($(#[$doc:meta])* $name:ident = $($kind:ident)? $($file:literal),+;)+) => {
         $(
             $(#[$doc])*
             pub(crate) static $name: LazyLock<Script> =
-                LazyLock::new(|| Script::new(lua!($(fast $fast,)? $($file),+)));
+                LazyLock::new(|| Script::new(lua!($($kind)? $($file),+)));
         )+
 
         /// Every script latchkey runs, as sent: to name the command on the line where Redis
         /// refused one.
-        pub(crate) const SOURCES: &[&str] = &[$(lua!($(fast $fast,)? $($file),+)),+];
+        pub(crate) const SOURCES: &[&str] = &[$(lua!($($kind)? $($file),+)),+];
     };
 }
 
 scripts! {
-    /// Acquire or re-enter a reentrant lock.
-    LOCK_ACQUIRE = fast "lock_acquire.fast.lua", "lock_prelude.lua", "lock_acquire.lua";
+    /// Acquire a lock.
+    LOCK_ACQUIRE = bare "lock_acquire.lua";
 
-    /// Release one hold of a reentrant lock.
-    LOCK_RELEASE = fast "lock_release.fast.lua", "lock_prelude.lua", "lock_release.lua";
+    /// Release a lock's hold, handing the lock on to a waiting client.
+    LOCK_RELEASE = bare "lock_release.lua";
 
     /// Release a lock's last hold again on a new primary after a failover, if it is still the
     /// latest grant.
@@ -52,7 +57,7 @@ scripts! {
     LOCK_RENEW = "lock_renew.lua";
 
     /// Unregister a client whose last waiter gave up, passing on a hand-off meant for it.
-    LOCK_LEAVE = "lock_prelude.lua", "lock_leave.lua";
+    LOCK_LEAVE = "lock_leave.lua";
 
     /// Read a lock's state in one snapshot.
     LOCK_STATUS = "lock_status.lua";
@@ -184,6 +189,100 @@ scripts! {
     INSPECT = "inspect.lua";
 }
 
+/// Every script's source by its SHA1: what is sent whole (`EVAL`) to a server that does not know
+/// the script.
+static BY_HASH: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
+    SOURCES
+        .iter()
+        .map(|source| {
+            let hash: &'static str = Script::new(source).get_hash().to_owned().leak();
+            (hash, *source)
+        })
+        .collect()
+});
+
+/// The command that runs the script of `hash` with `keys` and `args`: `EVALSHA`, or, `whole`,
+/// `EVAL` with the script's source (which also caches it on that server), built at its final
+/// size.
+pub(crate) fn eval_cmd<'a>(
+    hash: &str,
+    whole: bool,
+    keys: impl ExactSizeIterator<Item = &'a [u8]> + Clone,
+    args: impl ExactSizeIterator<Item = &'a [u8]> + Clone,
+) -> Cmd {
+    let (command, script) = match (whole, BY_HASH.get(hash)) {
+        (true, Some(source)) => ("EVAL", *source),
+        _ => ("EVALSHA", hash),
+    };
+    let bytes = script.len()
+        + 20
+        + keys
+            .clone()
+            .chain(args.clone())
+            .map(<[u8]>::len)
+            .sum::<usize>();
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + args.len(), bytes);
+    cmd.arg(command).arg(script).arg(keys.len());
+    for part in keys.chain(args) {
+        cmd.arg(part);
+    }
+    cmd
+}
+
+/// Whether `err` says the server does not know a script (`NOSCRIPT`): a new primary after a
+/// failover (Redis does not replicate `SCRIPT LOAD`), a flushed cache. The call is then sent
+/// again with the script whole, on the same connection, to the same node (a `SCRIPT LOAD`
+/// routed by a cluster connection might reach other nodes than the call).
+pub(crate) fn is_noscript(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// A script call being put together: the script, its KEYS and its ARGV (see [`Invoke`]).
+pub(crate) struct Invocation<'a> {
+    script: &'a Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation<'_> {
+    /// Adds a key (`KEYS[i]`).
+    pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    /// Adds an argument (`ARGV[i]`).
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// `EVALSHA`, or `EVAL` with the source when `whole` (see [`eval_cmd`]).
+    pub(crate) fn cmd(&self, whole: bool) -> Cmd {
+        eval_cmd(
+            self.script.get_hash(),
+            whole,
+            self.keys.iter().map(Vec::as_slice),
+            self.args.iter().map(Vec::as_slice),
+        )
+    }
+}
+
+/// Starts an [`Invocation`] of a script, as redis' `prepare_invoke` does.
+pub(crate) trait Invoke {
+    fn invocation(&self) -> Invocation<'_>;
+}
+
+impl Invoke for Script {
+    fn invocation(&self) -> Invocation<'_> {
+        Invocation {
+            script: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
 /// Redisson's unlock message (`LockPubSub.UNLOCK_MESSAGE`).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// Redisson's read-unlock message (`LockPubSub.READ_UNLOCK_MESSAGE`): wake every waiter.
@@ -192,6 +291,20 @@ pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 #[cfg(test)]
 mod tests {
     use super::SOURCES;
+
+    /// A script unknown to the server is sent whole: every registered script's hash leads to
+    /// its source.
+    #[test]
+    fn every_script_can_be_sent_whole() {
+        for source in SOURCES {
+            let hash = redis::Script::new(source).get_hash().to_owned();
+            let cmd = super::eval_cmd(&hash, true, [&b"k"[..]].into_iter(), std::iter::empty());
+            let args: Vec<_> = cmd.args_iter().collect();
+            assert_eq!(args[0], redis::Arg::Simple(&b"EVAL"[..]));
+            assert_eq!(args[1], redis::Arg::Simple(source.as_bytes()));
+            assert_eq!(args[2], redis::Arg::Simple(&b"1"[..]));
+        }
+    }
 
     /// Every script file is registered, once: its text ends exactly one of [`SOURCES`] (after
     /// the prelude and its family's helpers, the files named `*prelude.lua`), so that every

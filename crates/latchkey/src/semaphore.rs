@@ -12,6 +12,7 @@ use crate::keys::{check_name, named_debug, SemaphoreKeys};
 use crate::metrics::{self, Op, Site};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
+use crate::scripts::Invoke;
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
@@ -109,6 +110,8 @@ struct SemaphoreInner {
     key: Arc<str>,
     total_key: Arc<str>,
     channel: Arc<str>,
+    /// Acquires wait for the permits to be set rather than fail (see [`Semaphore::wait_for_init`]).
+    wait_for_init: bool,
 }
 
 named_debug!(Semaphore);
@@ -138,6 +141,7 @@ impl Client {
                 channel: keys.channel,
                 key: keys.count,
                 name,
+                wait_for_init: false,
             }),
         }
     }
@@ -182,6 +186,34 @@ impl Semaphore {
         &self.inner.name
     }
 
+    /// This handle, its acquires waiting for the permits to be set (by another service, say:
+    /// a Java one that calls `trySetPermits`) instead of failing at once with
+    /// [`Error::NotInitialized`]. Sends nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// // Set up by another service; wait for it rather than fail.
+    /// let slots = client.semaphore("exports").wait_for_init();
+    /// let permits = slots.acquire(1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wait_for_init(self) -> Semaphore {
+        let inner = &self.inner;
+        Semaphore {
+            inner: Arc::new(SemaphoreInner {
+                client: inner.client.clone(),
+                name: inner.name.clone(),
+                key: inner.key.clone(),
+                total_key: inner.total_key.clone(),
+                channel: inner.channel.clone(),
+                wait_for_init: true,
+            }),
+        }
+    }
+
     /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
     /// it was set up by this call. Waiters are woken.
     ///
@@ -215,7 +247,7 @@ impl Semaphore {
             ));
         }
         let inner = &self.inner;
-        let mut invocation = SEM_SET_PERMITS.prepare_invoke();
+        let mut invocation = SEM_SET_PERMITS.invocation();
         invocation
             .key(&*inner.key)
             .key(&*inner.total_key)
@@ -263,7 +295,7 @@ impl Semaphore {
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;
-        let mut invocation = SEM_ADD_PERMITS.prepare_invoke();
+        let mut invocation = SEM_ADD_PERMITS.invocation();
         invocation
             .key(&*inner.key)
             .key(&*inner.total_key)
@@ -351,7 +383,9 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a bad name or `n` of 0 or above [`Semaphore::MAX_PERMITS`];
+    /// [`Error::NotInitialized`] at once if the permits were never set (unless the handle
+    /// [waits for them](Self::wait_for_init)); [`Error::InvalidArgument`] for a bad name or `n`
+    /// of 0 or above [`Semaphore::MAX_PERMITS`];
     /// [`Error::WrongType`] if the key is not a count; connection errors;
     /// [`Error::NotReplicated`] with replica sync (see
     /// [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync)) when too few replicas
@@ -489,7 +523,6 @@ impl Semaphore {
                 .to_owned(),
             ],
             context: "releasing semaphore permits",
-            release: None,
             lost: Some(format!(
                 "{n} permits of semaphore `{}` stay taken; give them back with Semaphore::release",
                 inner.name
@@ -553,6 +586,14 @@ impl Semaphore {
             [0, available] => Ok(Attempt::Wait {
                 retry_after: None,
                 short: *available > 0,
+            }),
+            // Never set up: setting it up publishes on the channel.
+            [-1] if inner.wait_for_init => Ok(Attempt::Wait {
+                retry_after: None,
+                short: false,
+            }),
+            [-1] => Err(Error::NotInitialized {
+                name: inner.name.clone(),
             }),
             other => Err(unexpected("the semaphore script", other)),
         }
@@ -650,5 +691,32 @@ impl Drop for Permits {
                  its permits stay taken; give them back with Semaphore::release"
             );
         }
+    }
+}
+
+impl crate::guard::Sealed for Permits {}
+
+/// Permits are a [`Guard`](crate::Guard): their name is the semaphore's; they have no fencing
+/// token (several holders at once) and no lease, so they are never lost (`lost()` never
+/// resolves); `unlock` gives them back.
+impl crate::Guard for Permits {
+    fn name(&self) -> &str {
+        &self.semaphore.inner.name
+    }
+
+    fn fencing_token(&self) -> Option<crate::FencingToken> {
+        None
+    }
+
+    fn is_lost(&self) -> bool {
+        false
+    }
+
+    fn lost(&self) -> crate::Lost {
+        crate::Lost::new(std::future::pending())
+    }
+
+    fn unlock(self) -> impl std::future::Future<Output = Result<()>> + Send {
+        self.release()
     }
 }

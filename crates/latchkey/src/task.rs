@@ -50,6 +50,17 @@ pub(crate) fn detached<T: Send + 'static>(work: BoxFuture<'static, T>) -> Detach
     }
 }
 
+/// [`detached`] for `work` that may fail: its error and a closed client's come out as one.
+/// A plain function (not an `async fn`, which would keep `work`, a `dyn Future` that is not
+/// `Sync`, in its state before the first poll): the returned future holds only the `Sync`
+/// [`Detached`].
+pub(crate) fn detached_try<T: Send + 'static>(
+    work: BoxFuture<'static, Result<T>>,
+) -> impl Future<Output = Result<T>> + Send + Sync + 'static {
+    let running = detached(work);
+    async move { running.await? }
+}
+
 /// The future of [`detached`].
 #[must_use = "futures do nothing unless polled"]
 pub(crate) struct Detached<T: Send + 'static> {
@@ -130,10 +141,6 @@ pub(crate) struct Task {
     pub(crate) args: Vec<String>,
     /// What is being done, for the log if it fails.
     pub(crate) context: &'static str,
-    /// For a release: the mark (the holds layer's `ReleaseMark`) that keeps the owner's next
-    /// acquire from taking the hold being released for a stranded one. Dropped once this task
-    /// has run.
-    pub(crate) release: Option<Box<dyn fmt::Debug + Send + Sync>>,
     /// What a failure leaves behind, for the warning when the task fails in the background;
     /// `None` for a hold that expires with its lease anyway.
     pub(crate) lost: Option<String>,
@@ -152,15 +159,8 @@ impl Task {
             keys,
             args,
             context,
-            release: None,
             lost: None,
         }
-    }
-
-    /// This task, keeping `mark` until it has run.
-    pub(crate) fn releasing(mut self, mark: impl fmt::Debug + Send + Sync + 'static) -> Task {
-        self.release = Some(Box::new(mark));
-        self
     }
 
     /// Runs the script on `conn` (EVALSHA, loaded on NOSCRIPT) and returns its reply; `name`

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::metrics::{self, Site};
-use crate::pubsub::{Dispose, Hub, WakePolicy};
+use crate::pubsub::{Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
 
@@ -51,30 +51,9 @@ impl<G> Attempt<G> {
     }
 }
 
-/// A grant on release this waiter was woken with: the lock is already its own.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HandOff {
-    /// The fencing token of the grant.
-    pub(crate) token: u64,
-    /// When the registration was made, before the attempt that carried it was sent: the grant
-    /// came after it.
-    pub(crate) registered_at: Instant,
-    /// The park of that attempt (its registration's lifetime, and so its grant lease).
-    pub(crate) park: Duration,
-}
-
 /// What the loop tells each attempt.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Turn {
-    /// The registration number to take grants on release with, when the waiter takes them
-    /// (see [`Waiting::grants`]) and listens on the channel.
-    pub(crate) grant_seq: Option<u64>,
-    /// Whether the grant with `grant_seq` is announced on the client's grant channel for the
-    /// lock (see [`Waiting::grant_channel`]) rather than on the shared channel.
-    pub(crate) private_grant: bool,
-    /// A grant on release that woke the waiter: the attempt takes it (no script call), or
-    /// gives it back if it cannot.
-    pub(crate) hand_off: Option<HandOff>,
     /// How long the caller will park before its next attempt if this one fails (zero: it will
     /// not wait). Scripts that register waiters use it as the registration's lifetime.
     pub(crate) park: Duration,
@@ -99,11 +78,6 @@ pub(crate) struct Waiting<'a> {
     /// anyway (queues: the message announced another item than the one it found). Otherwise a
     /// grant consumes it (locks, semaphores: the release it announced was this grant).
     pub(crate) pass_on_unused_wake: bool,
-    /// Whether the waiter takes grants on release, and how it gives back one it does not take.
-    pub(crate) grants: Option<Dispose>,
-    /// The client's grant channel for the lock, subscribed with the channel: a grant on
-    /// release is announced there, read by this client alone (`pubsub::Channel::grant_channel`).
-    pub(crate) grant_channel: Option<&'a str>,
     /// Where the acquire metrics of this wait are recorded (`latchkey_acquires_total`, …);
     /// `None` records nothing (queue consumers, which have metrics of their own).
     pub(crate) site: Option<Site>,
@@ -120,8 +94,6 @@ impl<'a> Waiting<'a> {
             on_leave: None,
             max_park: MAX_PARK,
             pass_on_unused_wake: false,
-            grants: None,
-            grant_channel: None,
             site: None,
         }
     }
@@ -148,7 +120,7 @@ impl<'a> Waiting<'a> {
     ///
     /// Dropping the future drops the subscription (the hub forgets the waiter, and runs
     /// [`Waiting::on_leave`] if it was the client's last); attempts are detached by their
-    /// callers, so a grant that arrives after the drop is released where it lands. A dropped
+    /// callers, so a hold granted after the drop is released where it lands. A dropped
     /// wait records no metric.
     pub(crate) async fn run<G, F, Fut>(
         &self,
@@ -196,21 +168,10 @@ impl<'a> Waiting<'a> {
         };
         // Whether the last park ended with a message (rather than the time running out).
         let mut woken = false;
-        let mut hand_off = None;
         loop {
             let subscribed = subscription.is_some();
             let park = self.park(deadline);
-            let (grant_seq, private_grant) = match (&mut subscription, &self.grants) {
-                (Some(subscription), Some(dispose)) if hand_off.is_none() => {
-                    let (seq, private) = subscription.expect_grant(dispose.clone(), park);
-                    (Some(seq), private)
-                }
-                _ => (None, false),
-            };
             let turn = Turn {
-                grant_seq,
-                private_grant,
-                hand_off: hand_off.take(),
                 park,
                 subscribed,
                 others: self
@@ -218,12 +179,8 @@ impl<'a> Waiting<'a> {
                     .waiters_on(self.channel)
                     .saturating_sub(usize::from(subscribed)),
             };
-            let handed_off = turn.hand_off.is_some();
             let retry_after = match attempt(turn).await? {
                 Attempt::Granted(granted) => {
-                    if let Some(subscription) = subscription.as_ref().filter(|_| handed_off) {
-                        subscription.wake_another();
-                    }
                     // Dropped unfinished, a subscription hands a wake-up it got to the next
                     // waiter of this client.
                     if let Some(subscription) = subscription.filter(|_| !self.pass_on_unused_wake) {
@@ -254,7 +211,7 @@ impl<'a> Waiting<'a> {
                 // stalled server is waited through.
                 match self
                     .hub
-                    .subscribe_with(self.channel, self.grant_channel, self.policy, on_leave())
+                    .subscribe(self.channel, self.policy, on_leave())
                     .await
                 {
                     Ok(subscribed) => subscription = Some(subscribed),
@@ -268,15 +225,6 @@ impl<'a> Waiting<'a> {
             });
             let until = deadline.map_or(now + park, |d| d.min(now + park));
             woken = waiting.wait_until(until).await;
-            // A grant for one of this waiter's registrations (or, on a fair lock, a clone's
-            // that went away: see `pubsub::Channel::granted`), with that registration's terms.
-            if let Some(granted) = waiting.take_grant() {
-                hand_off = Some(HandOff {
-                    token: granted.token,
-                    registered_at: granted.registered_at,
-                    park: granted.park,
-                });
-            }
         }
     }
 

@@ -2,8 +2,8 @@
 //! task per client that keeps every held lock alive and notices lost ones. (The releases that
 //! dropped guards hand over run in the client's task queue, [`crate::task`].)
 //!
-//! Every lock this client holds is an entry of the [`Registry`], keyed by lock key and owner
-//! field, with a count of the guards that share the hold. Every third of the watchdog timeout the
+//! Every lock this client holds is an entry of the [`Registry`]: one per grant, since every
+//! acquire is an owner of its own (re-entered guards share their hold's entry). Every third of the watchdog timeout the
 //! task renews all entries held without an explicit lease, and checks the others, in batched
 //! script calls of up to [`RENEW_BATCH`] locks each. An entry Redis reports gone is removed and
 //! its `lost` signal fires; so does an entry whose lease has run out while renewals failed.
@@ -12,7 +12,7 @@
 //! ever started for a lock after its unlock; a renewal already in flight cannot resurrect it,
 //! because the renew script only extends a hash that still has the owner's field.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,9 +25,15 @@ use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::metrics::{self, Site};
 use crate::scripts;
+use crate::scripts::Invoke;
 
 /// The longest lease latchkey accepts (365 days).
 pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a fencing counter (or an election's term counter and change log) outlives the
+/// grant that last wrote it: then it expires with its object idle. Tokens keep increasing
+/// across its expiry (see `next_token` in `scripts/prelude.lua`).
+pub(crate) const COUNTER_IDLE: Duration = Duration::from_secs(60);
 
 /// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
 pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
@@ -93,11 +99,12 @@ pub(crate) struct LockRenewal {
 }
 
 impl LockRenewal {
-    /// The renewal of `hold`, a field of a lock hash (the lock's, the fair lock's).
-    pub(crate) fn of(hold: &HoldKey) -> Arc<dyn Renewal> {
+    /// The renewal of the hold of `field` in the lock hash `key` (the lock's, the fair lock's,
+    /// the election's).
+    pub(crate) fn of(key: &Arc<str>, field: &Arc<str>) -> Arc<dyn Renewal> {
         Arc::new(LockRenewal {
-            key: hold.key.clone(),
-            field: hold.field.clone(),
+            key: key.clone(),
+            field: field.clone(),
         })
     }
 }
@@ -114,7 +121,8 @@ impl Renewal for LockRenewal {
     }
 }
 
-/// What a guard keeps to find its hold again.
+/// What a guard keeps to find its hold again: the hold's generation in the registry (unique
+/// per grant) and its `lost` signal.
 #[derive(Clone, Debug)]
 pub(crate) struct Ticket {
     pub(crate) gen: u64,
@@ -123,21 +131,15 @@ pub(crate) struct Ticket {
 
 #[derive(Debug)]
 struct Held {
-    gen: u64,
-    guards: u32,
-    watchdog_guards: u32,
+    key: HoldKey,
+    /// Renewed by the watchdog (a watchdog lease), rather than only checked (a fixed lease).
+    renew: bool,
     /// Latest time at which the lease in Redis is known to run at least until `valid_until`.
     valid_until: Instant,
     lost: CancellationToken,
     /// The user-visible name, for logs.
     name: Arc<str>,
     renewal: Arc<dyn Renewal>,
-    /// Recorded from a re-entry (Redis counted more than one hold) with no entry before it:
-    /// the fresh grant under it may still be on its way (two attempts of one owner whose
-    /// answers are handled in the other order), and joins this entry when it comes.
-    awaiting_first: bool,
-    /// When this entry was recorded.
-    recorded_at: Instant,
 }
 
 /// The holds of one client (see the module docs).
@@ -150,21 +152,17 @@ pub(crate) struct Registry {
     name_label: bool,
 }
 
-/// The registry's maps: keyed by lock keys and owner fields, hashed on every acquire and
-/// release, where std's SipHash was 7% of a lock+unlock pair's instructions (callgrind).
+/// The registry's map, by generation: hashed on every acquire and release, where std's
+/// SipHash was 7% of a lock+unlock pair's instructions (callgrind).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Debug, Default)]
 struct State {
     next_gen: u64,
-    held: FastMap<HoldKey, Held>,
+    held: FastMap<u64, Held>,
     /// Every hold's `valid_until` (with its generation, unique), in order: the watchdog finds
     /// the expired holds and the earliest deadline without scanning every hold.
-    deadlines: BTreeMap<(Instant, u64), HoldKey>,
-    /// Acquire attempts under way, per hold.
-    in_flight: FastMap<HoldKey, u32>,
-    /// Release scripts sent (or about to be) and not answered yet, per hold.
-    releasing: FastMap<HoldKey, u32>,
+    deadlines: BTreeSet<(Instant, u64)>,
     /// When the watchdog loop's current sleep ends (`None` before it first sleeps): a grant
     /// whose deadline comes later needs no wake-up, the loop sees it when it wakes.
     wakes_at: Option<Instant>,
@@ -173,92 +171,27 @@ struct State {
 impl State {
     /// The earliest deadline of any hold.
     fn earliest(&self) -> Option<Instant> {
-        self.deadlines.first_key_value().map(|((at, _), _)| *at)
+        self.deadlines.first().map(|(at, _)| *at)
     }
 
-    /// Moves the deadline of the hold at `key` (which must be held) to `valid_until`.
-    fn set_deadline(&mut self, key: &HoldKey, valid_until: Instant) {
-        let Some(held) = self.held.get_mut(key) else {
+    /// Moves the deadline of hold `gen` (if it is still held) to `valid_until`.
+    fn set_deadline(&mut self, gen: u64, valid_until: Instant) {
+        let Some(held) = self.held.get_mut(&gen) else {
             return;
         };
-        let gen = held.gen;
         let old = std::mem::replace(&mut held.valid_until, valid_until);
         if old != valid_until {
-            let key = self
-                .deadlines
-                .remove(&(old, gen))
-                .unwrap_or_else(|| key.clone());
-            self.deadlines.insert((valid_until, gen), key);
+            self.deadlines.remove(&(old, gen));
+            self.deadlines.insert((valid_until, gen));
         }
     }
 
-    /// Forgets the hold at `key`, with its deadline.
-    fn remove(&mut self, key: &HoldKey) -> Option<Held> {
-        let held = self.held.remove(key)?;
-        self.deadlines.remove(&(held.valid_until, held.gen));
+    /// Forgets hold `gen`, with its deadline.
+    fn remove(&mut self, gen: u64) -> Option<Held> {
+        let held = self.held.remove(&gen)?;
+        self.deadlines.remove(&(held.valid_until, gen));
         Some(held)
     }
-}
-
-/// A release of a hold under way (see [`Registry::released`]); ends when dropped, which its
-/// holder does once the release script has been answered (or has failed, or was never sent).
-///
-/// While it lasts, an acquire of the same owner is not "alone": the owner's field in Redis may
-/// still be the hold being released, which must not be taken over as stranded (the release
-/// arriving after the take-over would free the new hold).
-#[derive(Debug)]
-pub(crate) struct ReleaseMark {
-    registry: Arc<Registry>,
-    key: HoldKey,
-}
-
-impl Drop for ReleaseMark {
-    fn drop(&mut self) {
-        let mut state = self.registry.state();
-        if let Some(n) = state.releasing.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                state.releasing.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// An acquire attempt under way (see [`Registry::begin_attempt`]); ends when dropped.
-#[derive(Debug)]
-pub(crate) struct AttemptMark<'a> {
-    registry: &'a Registry,
-    key: HoldKey,
-    /// Nothing else of this owner holds or is acquiring the lock.
-    pub(crate) alone: bool,
-}
-
-impl Drop for AttemptMark<'_> {
-    fn drop(&mut self) {
-        let mut state = self.registry.state();
-        if let Some(n) = state.in_flight.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                state.in_flight.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// What the release of a guard has to do in Redis.
-#[derive(Debug)]
-pub(crate) enum Release {
-    /// This guard's hold is stale (the lock was lost, maybe re-acquired by a newer hold):
-    /// nothing to do in Redis.
-    Stale,
-    /// Release one hold in Redis, leaving `lease_ms` on the remaining holds if any; keep `mark`
-    /// until the release script has been answered.
-    Redis {
-        lease_ms: u64,
-        mark: ReleaseMark,
-        /// Whether this is the owner's last hold (the release frees the lock).
-        last: bool,
-    },
 }
 
 impl Registry {
@@ -285,81 +218,27 @@ impl Registry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Marks an acquire attempt for `key` as under way, and tells whether the owner holds
-    /// nothing, has no other attempt under way and no release under way: then any hold Redis
-    /// has for it is stranded. Keep the mark until the attempt's grant is recorded with
-    /// [`Registry::acquired`].
-    pub(crate) fn begin_attempt(&self, key: &HoldKey) -> AttemptMark<'_> {
-        let mut state = self.state();
-        let others = state.in_flight.get(key).copied().unwrap_or(0);
-        let alone =
-            others == 0 && !state.held.contains_key(key) && !state.releasing.contains_key(key);
-        *state.in_flight.entry(key.clone()).or_default() += 1;
-        AttemptMark {
-            registry: self,
-            key: key.clone(),
-            alone,
-        }
-    }
-
-    /// Whether this owner holds `key`, or has an acquire or a release of it under way: then a
-    /// grant on release to it is not taken as a new hold (see `Lock::take_hand_off`).
-    pub(crate) fn busy(&self, key: &HoldKey) -> bool {
-        let state = self.state();
-        state.held.contains_key(key)
-            || state.in_flight.contains_key(key)
-            || state.releasing.contains_key(key)
-    }
-
     /// Number of holds tracked.
     pub(crate) fn len(&self) -> usize {
         self.state().held.len()
     }
 
-    /// Records a hold granted by a script sent at `sent_at`. `holds` is the hold count Redis
-    /// reported after the grant: 1 means a fresh grant, which replaces (and marks lost) any
-    /// older local entry for the same owner, unless that entry is a re-entry recorded after
-    /// this grant was sent, which counted it (see `Held::awaiting_first`).
-    #[allow(clippy::too_many_arguments)]
+    /// Records a hold granted by a script sent at `sent_at`: its lease is known to last until
+    /// `sent_at` + the lease (the watchdog timeout for a watchdog lease). Every grant is a hold
+    /// of its own (a new owner id per acquire), so nothing is ever merged or replaced.
     pub(crate) fn acquired(
         &self,
         key: HoldKey,
         name: &str,
-        holds: u64,
         lease: Lease,
         watchdog_timeout: Duration,
         sent_at: Instant,
         renewal: Arc<dyn Renewal>,
     ) -> Ticket {
-        let lease_len = match lease {
-            Lease::Watchdog => watchdog_timeout,
-            Lease::Fixed(d) => d,
+        let (renew, valid_until) = match lease {
+            Lease::Watchdog => (true, sent_at + watchdog_timeout),
+            Lease::Fixed(d) => (false, sent_at + d),
         };
-        self.acquired_until(
-            key,
-            name,
-            holds,
-            lease,
-            sent_at,
-            sent_at + lease_len,
-            renewal,
-        )
-    }
-
-    /// Records a hold granted by a script sent at `sent_at` whose lease is known to last until
-    /// `valid_until` (see [`Registry::acquired`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn acquired_until(
-        &self,
-        key: HoldKey,
-        name: &str,
-        holds: u64,
-        lease: Lease,
-        sent_at: Instant,
-        valid_until: Instant,
-        renewal: Arc<dyn Renewal>,
-    ) -> Ticket {
-        let watchdog = u32::from(lease == Lease::Watchdog);
         let mut state = self.state();
         state.next_gen += 1;
         let gen = state.next_gen;
@@ -368,124 +247,41 @@ impl Registry {
         // watchdog-lease grant (deadline a whole watchdog timeout away) usually comes after
         // the next tick, so the usual acquire wakes nothing.
         let poke = state.wakes_at.is_none_or(|at| valid_until < at);
-        if holds > 1 {
-            if let Some(held) = state.held.get_mut(&key) {
-                held.guards += 1;
-                held.watchdog_guards += watchdog;
-                let ticket = Ticket {
-                    gen: held.gen,
-                    lost: held.lost.clone(),
-                };
-                state.set_deadline(&key, valid_until);
-                drop(state);
-                if poke {
-                    self.changed.notify_one();
-                }
-                return ticket;
-            }
-        }
-        if holds == 1 {
-            // The fresh grant under a re-entry that was recorded first: sent before that entry
-            // was recorded, it ran in Redis before the re-entry (which counted it). It is one
-            // more guard of the same hold, not a newer hold replacing a lost one.
-            if let Some(held) = state
-                .held
-                .get_mut(&key)
-                .filter(|held| held.awaiting_first && sent_at < held.recorded_at)
-            {
-                held.awaiting_first = false;
-                held.guards += 1;
-                held.watchdog_guards += watchdog;
-                // The re-entry's deadline stays: its script ran later, and set the lease.
-                return Ticket {
-                    gen: held.gen,
-                    lost: held.lost.clone(),
-                };
-            }
-        }
-        let held = Held {
+        let lost = CancellationToken::new();
+        state.deadlines.insert((valid_until, gen));
+        state.held.insert(
             gen,
-            guards: 1,
-            watchdog_guards: watchdog,
-            valid_until,
-            lost: CancellationToken::new(),
-            name: Arc::from(name),
-            renewal,
-            awaiting_first: holds > 1,
-            recorded_at: Instant::now(),
-        };
-        let ticket = Ticket {
-            gen,
-            lost: held.lost.clone(),
-        };
-        if let Some(old) = state.remove(&key) {
-            // The old hold ended without us noticing (it expired); its guards are stale now.
-            self.site(&key, &old.name)
-                .count(metrics::LOST, &[("reason", "expired")], 1);
-            old.lost.cancel();
-        }
-        state.deadlines.insert((valid_until, gen), key.clone());
-        state.held.insert(key, held);
+            Held {
+                key,
+                renew,
+                valid_until,
+                lost: lost.clone(),
+                name: Arc::from(name),
+                renewal,
+            },
+        );
         drop(state);
         if poke {
             self.changed.notify_one();
         }
-        ticket
+        Ticket { gen, lost }
     }
 
-    /// Forgets one guard of a hold. Returns what must be done in Redis.
-    pub(crate) fn released(
-        self: &Arc<Self>,
-        key: &HoldKey,
-        ticket: &Ticket,
-        lease: Lease,
-        watchdog_timeout: Duration,
-    ) -> Release {
-        let mut state = self.state();
-        let Some(held) = state.held.get_mut(key) else {
-            return Release::Stale;
-        };
-        if held.gen != ticket.gen {
-            return Release::Stale;
-        }
-        held.guards -= 1;
-        if lease == Lease::Watchdog {
-            held.watchdog_guards -= 1;
-        }
-        let lease_ms = if held.watchdog_guards > 0 {
-            watchdog_timeout.as_millis() as u64
-        } else {
-            // Keep what is left of the fixed lease (at least a millisecond).
-            held.valid_until
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .max(1) as u64
-        };
-        let last = held.guards == 0;
-        if last {
-            state.remove(key);
-        }
-        *state.releasing.entry(key.clone()).or_default() += 1;
-        Release::Redis {
-            last,
-            lease_ms,
-            mark: ReleaseMark {
-                registry: self.clone(),
-                key: key.clone(),
-            },
-        }
+    /// Forgets the hold of `ticket`, before its release is sent (so no renewal outlives the
+    /// release). Returns whether it was still held: a lost hold has nothing to release.
+    pub(crate) fn released(&self, ticket: &Ticket) -> bool {
+        self.state().remove(ticket.gen).is_some()
     }
 
-    /// Marks a hold lost (if it is still the same generation) and forgets it.
-    fn lose(&self, key: &HoldKey, gen: u64, why: &str) {
-        let mut state = self.state();
-        if state.held.get(key).is_some_and(|h| h.gen == gen) {
-            let held = state.remove(key).expect("checked above");
-            tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
-            self.site(key, &held.name)
-                .count(metrics::LOST, &[("reason", "gone")], 1);
-            held.lost.cancel();
-        }
+    /// Marks hold `gen` lost (if it is still held) and forgets it.
+    fn lose(&self, gen: u64, why: &str) {
+        let Some(held) = self.state().remove(gen) else {
+            return;
+        };
+        tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
+        self.site(&held.key, &held.name)
+            .count(metrics::LOST, &[("reason", "gone")], 1);
+        held.lost.cancel();
     }
 
     /// The holds to renew or check now.
@@ -493,12 +289,12 @@ impl Registry {
         self.state()
             .held
             .iter()
-            .map(|(key, held)| RenewItem {
-                key: key.clone(),
+            .map(|(gen, held)| RenewItem {
+                key: held.key.clone(),
                 renewal: held.renewal.clone(),
-                gen: held.gen,
+                gen: *gen,
                 name: held.name.clone(),
-                lease_ms: if held.watchdog_guards > 0 {
+                lease_ms: if held.renew {
                     watchdog_timeout.as_millis() as u64
                 } else {
                     0
@@ -535,11 +331,10 @@ impl Registry {
         let mut state = self.state();
         let extended = state
             .held
-            .get(&item.key)
-            .filter(|held| held.gen == item.gen)
+            .get(&item.gen)
             .map(|held| held.valid_until.max(sent_at + watchdog_timeout));
         if let Some(valid_until) = extended {
-            state.set_deadline(&item.key, valid_until);
+            state.set_deadline(item.gen, valid_until);
         }
     }
 
@@ -565,82 +360,23 @@ impl Registry {
     fn expire_in(&self, state: &mut State, now: Instant) -> Option<Instant> {
         // One critical section: a grant that extends a hold between finding it expired and
         // losing it would otherwise be lost with it. Only the expired holds are visited.
-        while let Some(entry) = state.deadlines.first_entry() {
-            if entry.key().0 > now {
+        while let Some(&(at, gen)) = state.deadlines.first() {
+            if at > now {
                 break;
             }
-            let ((_, gen), key) = entry.remove_entry();
-            if state.held.get(&key).is_some_and(|held| held.gen == gen) {
-                let held = state.held.remove(&key).expect("checked above");
+            state.deadlines.pop_first();
+            if let Some(held) = state.held.remove(&gen) {
                 tracing::warn!(
                     lock = %held.name,
                     "latchkey lock lost: its lease ran out before it could be renewed"
                 );
-                self.site(&key, &held.name)
+                self.site(&held.key, &held.name)
                     .count(metrics::LOST, &[("reason", "expired")], 1);
                 held.lost.cancel();
             }
         }
         state.earliest()
     }
-}
-
-/// Renews the hold at `key` of generation `gen` at `at`, unless it was renewed since (its
-/// lease then lasts past `at` by more than half the watchdog timeout) or is gone. For a hold
-/// granted with a lease shorter than the watchdog's period (a grant on release): one script
-/// call, and only if the hold lasts that long.
-pub(crate) fn confirm_at(
-    conn: Conn,
-    registry: Arc<Registry>,
-    key: HoldKey,
-    gen: u64,
-    at: Instant,
-    watchdog_timeout: Duration,
-    shutdown: CancellationToken,
-) {
-    tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep_until(at) => {}
-        }
-        let item = {
-            let state = registry.state();
-            let Some(held) = state.held.get(&key).filter(|held| held.gen == gen) else {
-                return;
-            };
-            if held.watchdog_guards == 0 || held.valid_until > at + watchdog_timeout / 2 {
-                return;
-            }
-            RenewItem {
-                key: key.clone(),
-                renewal: held.renewal.clone(),
-                gen,
-                name: held.name.clone(),
-                lease_ms: watchdog_timeout.as_millis() as u64,
-            }
-        };
-        let sent_at = Instant::now();
-        let mut invocation = item.renewal.script().prepare_invoke();
-        for key in item.renewal.keys() {
-            invocation.key(&*key);
-        }
-        for arg in item.renewal.args(item.lease_ms) {
-            invocation.arg(arg);
-        }
-        let timeout = conn.timeout();
-        let result: Result<Vec<i64>> = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            result = conn.script_within(&invocation, "confirming a grant", "", timeout) => result,
-        };
-        match result.as_deref() {
-            Ok([1]) => registry.renewed(&item, sent_at, watchdog_timeout),
-            Ok(_) => registry.lose(&item.key, gen, "it is gone from redis"),
-            // The watchdog's next tick renews it, or `expire` finds its lease ran out.
-            Err(e) => tracing::warn!(error = %e.chain(), "latchkey could not confirm a grant"),
-        }
-    });
 }
 
 #[derive(Clone, Debug)]
@@ -721,7 +457,7 @@ async fn renew_loop(
                 let registry = &registry;
                 async move {
                     let sent_at = Instant::now();
-                    let mut invocation = batch[0].renewal.script().prepare_invoke();
+                    let mut invocation = batch[0].renewal.script().invocation();
                     for item in batch {
                         for key in item.renewal.keys() {
                             invocation.key(&*key);
@@ -741,7 +477,7 @@ async fn renew_loop(
                                 if flag == 1 {
                                     registry.renewed(item, sent_at, watchdog_timeout);
                                 } else {
-                                    registry.lose(&item.key, item.gen, "it is gone from redis");
+                                    registry.lose(item.gen, "it is gone from redis");
                                 }
                             }
                         }

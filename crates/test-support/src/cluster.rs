@@ -296,12 +296,23 @@ impl RedisCluster {
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         let mut last_request = None::<Instant>;
         loop {
+            // A promotion counts once the whole cluster has settled with it: a replica can
+            // call itself primary for a moment and lose to a higher config epoch (a manual
+            // failover of a shard failed over a moment before does so), which leaves the
+            // old primary pausing writes until its failover times out.
             if Self::role(node).as_deref() == Some("master") {
-                break;
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                match self.wait_settled(false, remaining.max(Duration::from_secs(5))) {
+                    Ok(()) if Self::role(node).as_deref() == Some("master") => break,
+                    Ok(()) => {}
+                    Err(problem) => {
+                        panic!("the cluster did not settle after the failover: {problem}")
+                    }
+                }
             }
             // A manual failover that cannot finish is abandoned by Redis after a few
             // seconds; ask again then.
-            if last_request.is_none_or(|t| t.elapsed() > Duration::from_secs(8)) {
+            if last_request.is_none_or(|t| t.elapsed() > Duration::from_millis(5500)) {
                 let _ = node.query(&["CLUSTER", "FAILOVER"], QUERY_TIMEOUT, QUERY_TIMEOUT);
                 last_request = Some(Instant::now());
             }
@@ -312,10 +323,6 @@ impl RedisCluster {
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if let Err(problem) = self.wait_settled(false, remaining.max(Duration::from_secs(5))) {
-            panic!("the cluster did not settle after the failover: {problem}");
         }
         node
     }

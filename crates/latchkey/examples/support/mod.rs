@@ -2,9 +2,9 @@
 //!
 //! Each example gives its client a namespace of its own (`latchkey-example-<name>`), so every
 //! key it makes contains that namespace, and nothing else on the server is touched. A lock
-//! leaves a key behind even after it is released (its fencing counter,
-//! `redisson_lock_token:{<namespace>:<name>}`, never expires: that is what keeps the tokens
-//! increasing), so each example ends by deleting every key of its namespace.
+//! leaves a key behind after it is released (its fencing counter,
+//! `redisson_lock_token:{<namespace>:<name>}`, which expires only a minute after the last
+//! hold), so each example ends by deleting every key of its namespace.
 
 // Not every example uses every helper.
 #![allow(dead_code)]

@@ -14,6 +14,7 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::metrics::{self, Site};
 use crate::pubsub::{Subscription, WakePolicy};
+use crate::scripts::Invoke;
 use crate::wait::unexpected;
 
 /// The first retry delay after a failed transfer; it doubles up to [`FALLBACK_POLL`].
@@ -165,7 +166,7 @@ impl Agent {
     /// Runs the transfer script until nothing due is left; returns when to run it again.
     async fn transfer(&self) -> Result<Instant> {
         loop {
-            let mut invocation = DELAY_TRANSFER.prepare_invoke();
+            let mut invocation = DELAY_TRANSFER.invocation();
             invocation
                 .key(&*self.delayed)
                 .key(&*self.ready)

@@ -1,6 +1,6 @@
 //! The blocking queue: consumers of the items a [`DelayedQueue`](super::DelayedQueue) makes
-//! ready (or that are put in directly), with at-most-once `take` and at-least-once
-//! `take_reliable`.
+//! ready (or that are put in directly), with at-least-once `take` and at-most-once
+//! `take_at_most_once`.
 
 use std::fmt;
 use std::future::Future;
@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::keys::check_name;
 use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
+use crate::scripts::Invoke;
 use crate::task::Task;
 use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
 
@@ -38,27 +39,31 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 ///
 /// # Two ways to consume
 ///
-/// * [`BlockingQueue::take`] / [`BlockingQueue::poll`] remove the item from Redis and return it:
-///   **at most once**. If the process crashes (or the reply is lost) after Redis removed the item
-///   and before the caller got it, it is gone. Dropping the future is safe, though: an item
-///   already removed for a caller who went away is put back at the head of the queue.
-/// * [`BlockingQueue::take_reliable`] / [`BlockingQueue::poll_reliable`] return a [`Delivery`]
-///   and keep the item in Redis, invisible to other consumers, until it is acknowledged with
-///   [`Delivery::ack`]: **at least once**. A delivery that is dropped or released
-///   ([`Delivery::nack`]) goes back to the head of the queue at once; one whose consumer died
-///   comes back after the visibility timeout
-///   ([`BlockingQueue::with_visibility_timeout`], default
-///   [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`]), counted by
-///   [`Delivery::attempt`]. Duplicates happen only in that case (or when processing outlives the
-///   visibility timeout), so make the processing idempotent or check [`Delivery::attempt`].
+/// * [`BlockingQueue::take`] / [`BlockingQueue::poll`] return a [`Delivery`] and keep the item in
+///   Redis, invisible to other consumers, until it is acknowledged with [`Delivery::ack`]:
+///   **at least once**. A delivery that is dropped or released ([`Delivery::nack`]) goes back to
+///   the head of the queue at once; one whose consumer died comes back after the visibility
+///   timeout ([`BlockingQueue::with_visibility_timeout`], default
+///   [`BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT`]), counted by [`Delivery::attempt`].
+///   Duplicates happen only in that case (or when processing outlives the visibility timeout),
+///   so make the processing idempotent or check [`Delivery::attempt`]. An item delivered
+///   [`with_max_deliveries`](BlockingQueue::with_max_deliveries) times without an ack goes to
+///   the dead letters instead of being delivered again.
+/// * [`BlockingQueue::take_at_most_once`] / [`BlockingQueue::poll_at_most_once`] remove the item
+///   from Redis and return it: **at most once** (Redisson's `take`/`poll`). If the process
+///   crashes (or the reply is lost) after Redis removed the item and before the caller got it,
+///   it is gone. Dropping the future is safe, though: an item already removed for a caller who
+///   went away is put back at the head of the queue.
 ///
 /// Waiting consumers are woken through pub/sub when items are pushed (and look again at least
 /// every 2 s in case a message was lost). Blocking commands (`BLPOP`, `BLMOVE`) are not used, so
 /// waiting consumers share the client's connections and cost nothing while idle.
 ///
-/// Items that cannot be decoded are moved to the dead-letter hash
-/// `latchkey_queue_dead:{name}` (id → payload) and reported as
-/// [`Error::Codec`](crate::Error::Codec), never lost and never delivered again.
+/// Items that cannot be decoded are moved to the dead letters (the hash
+/// `latchkey_queue_dead:{name}`, id → payload, with the codec's error in
+/// `latchkey_queue_dead_reason:{name}`; see [`BlockingQueue::dead_letters`]), never lost and
+/// never delivered again, and the consumer goes on to the next item: a bad item never ends a
+/// `while let Ok(delivery) = queue.take().await` loop.
 ///
 /// # Delivery from the delayed queue
 ///
@@ -83,17 +88,19 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 /// let queue = client
 ///     .blocking_queue::<String>("emails")
 ///     .with_visibility_timeout(Duration::from_secs(60))?;
-/// loop {
-///     let delivery = queue.take_reliable().await?;
+/// while let Ok(delivery) = queue.take().await {
 ///     println!("sending {}", *delivery);
 ///     delivery.ack().await?;
 /// }
+/// # Ok(())
 /// # }
 /// ```
 pub struct BlockingQueue<T, C = Json> {
     core: Arc<Core>,
     codec: Arc<C>,
     visibility: Duration,
+    /// Deliveries of an item after which it goes to the dead letters; `None`: no bound.
+    max_deliveries: Option<u32>,
     _items: PhantomData<fn(T) -> T>,
 }
 
@@ -103,9 +110,30 @@ impl<T, C> Clone for BlockingQueue<T, C> {
             core: self.core.clone(),
             codec: self.codec.clone(),
             visibility: self.visibility,
+            max_deliveries: self.max_deliveries,
             _items: PhantomData,
         }
     }
+}
+
+/// An item moved to a queue's dead letters, from [`BlockingQueue::dead_letters`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The item's id.
+    pub id: ItemId,
+    /// The item as stored (encoded).
+    pub payload: Vec<u8>,
+    /// Why it was dead-lettered: the codec's error, or the deliveries without an ack.
+    pub reason: String,
+}
+
+/// What one look at the queue found.
+enum Found<R> {
+    Item(R),
+    Empty,
+    /// The item found went to the dead letters: look again at once.
+    DeadLettered,
 }
 
 impl<T, C> fmt::Debug for BlockingQueue<T, C> {
@@ -114,6 +142,7 @@ impl<T, C> fmt::Debug for BlockingQueue<T, C> {
             .field("name", &self.core.name)
             .field("item", &std::any::type_name::<T>())
             .field("visibility_timeout", &self.visibility)
+            .field("max_deliveries", &self.max_deliveries)
             .finish()
     }
 }
@@ -132,6 +161,7 @@ impl Client {
     /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
     /// let queue = client.blocking_queue::<String>("reminders");
     /// let next = queue.take().await?;
+    /// next.ack().await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -164,6 +194,7 @@ impl Client {
             core: Core::new(self.clone(), name.into()),
             codec: Arc::new(codec),
             visibility: DEFAULT_VISIBILITY_TIMEOUT,
+            max_deliveries: None,
             _items: PhantomData,
         }
     }
@@ -290,33 +321,44 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         Ok(id)
     }
 
-    /// Takes the item at the head of the queue, waiting as long as it takes for one. The item is
-    /// removed from Redis: at most once (see the type docs).
+    /// Takes the item at the head of the queue as a [`Delivery`], waiting as long as it takes.
+    /// The item stays in Redis, invisible to other consumers, until the delivery is acknowledged
+    /// ([`Delivery::ack`]), released ([`Delivery::nack`], or dropped), or its visibility timeout
+    /// runs out — then it is delivered again: at least once (see the type docs). An item that
+    /// cannot be decoded, or that was delivered
+    /// [`max_deliveries`](BlockingQueue::with_max_deliveries) times already, goes to the dead
+    /// letters, and the call goes on with the next item.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: no item is lost when the future is dropped. An item that Redis already
-    /// handed over for this call is put back at the head of the queue.
+    /// Cancel safe: if the future is dropped after Redis handed an item over, the delivery is
+    /// released and the item goes back to the head of the queue at once.
     ///
     /// # Errors
     ///
-    /// [`Error::Codec`](crate::Error::Codec) if the head item cannot be decoded (it is moved to
-    /// the dead-letter hash; the next call goes on with the next item);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name;
     /// [`Error::WrongType`](crate::Error::WrongType); connection errors (retry later; after
-    /// [`Error::Timeout`](crate::Error::Timeout) the item may have been taken and lost).
+    /// [`Error::Timeout`](crate::Error::Timeout) an item may have been handed over, and it is
+    /// delivered again after the visibility timeout).
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-    /// let item = queue.take().await?;
+    /// while let Ok(delivery) = queue.take().await {
+    ///     println!("{} (attempt {})", delivery.item(), delivery.attempt());
+    ///     delivery.ack().await?;
+    /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn take(&self) -> Result<T> {
-        match self.receive(Op::Take, None, || self.pop_once()).await? {
-            Some(item) => Ok(item),
+    pub async fn take(&self) -> Result<Delivery<T>> {
+        let visibility = self.visibility_ms();
+        match self
+            .receive(Op::Take, None, || self.claim_once(visibility))
+            .await?
+        {
+            Some(delivery) => Ok(delivery),
             None => unreachable!("an unbounded wait only ends with an item"),
         }
     }
@@ -338,64 +380,62 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use std::time::Duration;
-    /// if let Some(item) = queue.poll(Duration::from_secs(1)).await? {
-    ///     println!("{item}");
+    /// if let Some(delivery) = queue.poll(Duration::from_secs(1)).await? {
+    ///     delivery.ack().await?;
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn poll(&self, timeout: Duration) -> Result<Option<T>> {
+    pub async fn poll(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
+        let visibility = self.visibility_ms();
         let deadline = deadline_after(timeout, "`take`")?;
-        self.receive(Op::Poll, Some((timeout, deadline)), || self.pop_once())
-            .await
+        self.receive(Op::Poll, Some((timeout, deadline)), || {
+            self.claim_once(visibility)
+        })
+        .await
     }
 
-    /// Takes the item at the head of the queue as a [`Delivery`], waiting as long as it takes.
-    /// The item stays in Redis, invisible to other consumers, until the delivery is acknowledged
-    /// ([`Delivery::ack`]), released ([`Delivery::nack`], or dropped), or its visibility timeout
-    /// runs out — then it is delivered again: at least once (see the type docs).
+    /// Takes the item at the head of the queue, waiting as long as it takes for one, and removes
+    /// it from Redis: **at most once** (Redisson's `take`). If this process dies, or the reply
+    /// is lost, after Redis removed the item, the item is gone; use [`BlockingQueue::take`]
+    /// unless losing an item is fine. An item that cannot be decoded goes to the dead letters,
+    /// and the call goes on with the next item.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: if the future is dropped after Redis handed an item over, the delivery is
-    /// released and the item goes back to the head of the queue at once.
+    /// Cancel safe: no item is lost when the future is dropped. An item that Redis already
+    /// handed over for this call is put back at the head of the queue.
     ///
     /// # Errors
     ///
-    /// As [`BlockingQueue::take`]. After [`Error::Timeout`](crate::Error::Timeout) an item
-    /// may have been handed over; it is delivered again after the visibility timeout.
+    /// As [`BlockingQueue::take`] (after [`Error::Timeout`](crate::Error::Timeout) the item may
+    /// have been taken and lost).
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-    /// let delivery = queue.take_reliable().await?;
-    /// println!("{} (attempt {})", delivery.item(), delivery.attempt());
-    /// delivery.ack().await?;
+    /// let item: String = queue.take_at_most_once().await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn take_reliable(&self) -> Result<Delivery<T>> {
-        let visibility = self.visibility_ms();
-        match self
-            .receive(Op::Take, None, || self.claim_once(visibility))
-            .await?
-        {
-            Some(delivery) => Ok(delivery),
+    pub async fn take_at_most_once(&self) -> Result<T> {
+        match self.receive(Op::Take, None, || self.pop_once()).await? {
+            Some(item) => Ok(item),
             None => unreachable!("an unbounded wait only ends with an item"),
         }
     }
 
-    /// Like [`BlockingQueue::take_reliable`], waiting at most `timeout`; `Ok(None)` if no item
-    /// came. `Duration::ZERO` looks once without waiting.
+    /// Like [`BlockingQueue::take_at_most_once`], waiting at most `timeout`; `Ok(None)` if no
+    /// item came. `Duration::ZERO` looks once without waiting.
     ///
     /// # Cancel safety
     ///
-    /// As [`BlockingQueue::take_reliable`].
+    /// As [`BlockingQueue::take_at_most_once`].
     ///
     /// # Errors
     ///
-    /// As [`BlockingQueue::take_reliable`];
+    /// As [`BlockingQueue::take_at_most_once`];
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `timeout` overflows the clock.
     ///
     /// # Examples
@@ -403,19 +443,104 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use std::time::Duration;
-    /// while let Some(delivery) = queue.poll_reliable(Duration::ZERO).await? {
-    ///     delivery.ack().await?;
+    /// if let Some(item) = queue.poll_at_most_once(Duration::from_secs(1)).await? {
+    ///     println!("{item}");
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn poll_reliable(&self, timeout: Duration) -> Result<Option<Delivery<T>>> {
-        let visibility = self.visibility_ms();
+    pub async fn poll_at_most_once(&self, timeout: Duration) -> Result<Option<T>> {
         let deadline = deadline_after(timeout, "`take`")?;
-        self.receive(Op::Poll, Some((timeout, deadline)), || {
-            self.claim_once(visibility)
-        })
-        .await
+        self.receive(Op::Poll, Some((timeout, deadline)), || self.pop_once())
+            .await
+    }
+
+    /// This handle with a bound on deliveries: an item delivered `max` times without an ack
+    /// (its consumers crashed, or it was released each time) goes to the dead letters instead
+    /// of being delivered again, with the reason. Checked here, not when the queue is used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bound of 0; nothing is
+    /// returned then (the handle is consumed).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let queue = client.blocking_queue::<String>("emails").with_max_deliveries(5)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_max_deliveries(mut self, max: u32) -> Result<Self> {
+        if max == 0 {
+            return Err(crate::Error::invalid(
+                "max deliveries",
+                "0 would deliver nothing; give at least 1",
+            ));
+        }
+        self.max_deliveries = Some(max);
+        Ok(self)
+    }
+
+    /// The items in the dead letters (at most `limit`), with why they are there: items that
+    /// cannot be decoded, and items delivered too often without an ack. Read-only.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) if a dead-letter key holds another type;
+    /// connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// for dead in queue.dead_letters(10).await? {
+    ///     eprintln!("{}: {}", dead.id.as_str(), dead.reason);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
+        check_name(&self.core.name)?;
+        let conn = &self.core.client.inner.conn;
+        let keys = &self.core.keys;
+        let (_, letters): (u64, Vec<(String, Vec<u8>)>) = conn
+            .query(
+                redis::cmd("HSCAN")
+                    .arg(&*keys.dead)
+                    .arg(0)
+                    .arg("COUNT")
+                    .arg(limit.max(1)),
+                "reading dead letters",
+                &self.core.name,
+            )
+            .await?;
+        let letters: Vec<_> = letters.into_iter().take(limit).collect();
+        if letters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut hmget = redis::cmd("HMGET");
+        hmget.arg(&*keys.dead_reason);
+        for (id, _) in &letters {
+            hmget.arg(id);
+        }
+        let reasons: Vec<Option<String>> = conn
+            .query(&hmget, "reading dead letters", &self.core.name)
+            .await?;
+        Ok(letters
+            .into_iter()
+            .zip(reasons)
+            .map(|((id, payload), reason)| DeadLetter {
+                id: ItemId(id),
+                payload,
+                reason: reason.unwrap_or_default(),
+            })
+            .collect())
     }
 
     /// Attempts until one finds an item or the deadline (of a wait of the given length)
@@ -429,7 +554,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     ) -> Result<Option<R>>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<Option<R>>>,
+        Fut: Future<Output = Result<Found<R>>>,
     {
         let span = self.core.span(op, wait.map(|(wait, _)| wait));
         let deadline = wait.map(|(_, deadline)| deadline);
@@ -452,7 +577,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     ) -> Result<Option<R>>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<Option<R>>>,
+        Fut: Future<Output = Result<Found<R>>>,
     {
         self.core.ready_to_use()?;
         Waiting {
@@ -468,8 +593,10 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
             let found = attempt();
             async move {
                 Ok(match found.await? {
-                    Some(found) => Attempt::Granted(found),
-                    None => Attempt::retry_after_ms(-1),
+                    Found::Item(found) => Attempt::Granted(found),
+                    Found::Empty => Attempt::retry_after_ms(-1),
+                    // Another item may be ready behind it: look again at once.
+                    Found::DeadLettered => Attempt::retry_after_ms(0),
                 })
             }
         })
@@ -478,12 +605,12 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
 
     /// One `pop`, run detached: if the caller is gone when the item arrives, dropping the
     /// [`Popped`] in the task that finishes the call puts the item back.
-    async fn pop_once(&self) -> Result<Option<T>> {
+    async fn pop_once(&self) -> Result<Found<T>> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         let popped = crate::task::detached(Box::pin(async move {
             let Some([id, payload, due]) = take_script::<3>(&core, "pop", 0).await? else {
-                return Ok(None);
+                return Ok(Found::Empty);
             };
             let (Value::BulkString(id), Value::BulkString(payload), Value::Int(due_ms)) =
                 (id, payload, due)
@@ -494,7 +621,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
             core.site()
                 .count(metrics::QUEUE_DELIVERED, &[("mode", "pop")], 1);
             match codec.decode(&payload) {
-                Ok(item) => Ok(Some(Popped {
+                Ok(item) => Ok(Found::Item(Popped {
                     core,
                     id,
                     payload,
@@ -502,25 +629,30 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     item: Some(item),
                 })),
                 Err(e) => {
-                    dead_letter(&core, &id, &payload).await;
-                    Err(e)
+                    dead_letter(&core, &id, &payload, &e.to_string()).await?;
+                    Ok(Found::DeadLettered)
                 }
             }
         }))
         .await??;
-        Ok(popped.map(Popped::into_item))
+        Ok(match popped {
+            Found::Item(popped) => Found::Item(popped.into_item()),
+            Found::Empty => Found::Empty,
+            Found::DeadLettered => Found::DeadLettered,
+        })
     }
 
     /// One `claim`, run detached: if the caller is gone when the item arrives, dropping the
     /// [`Delivery`] in the task that finishes the call releases it.
-    async fn claim_once(&self, visibility_ms: u64) -> Result<Option<Delivery<T>>> {
+    async fn claim_once(&self, visibility_ms: u64) -> Result<Found<Delivery<T>>> {
         let core = self.core.clone();
         let codec = self.codec.clone();
+        let max_deliveries = self.max_deliveries;
         crate::task::detached(Box::pin(async move {
             let Some([id, payload, attempt, due]) =
                 take_script::<4>(&core, "claim", visibility_ms).await?
             else {
-                return Ok(None);
+                return Ok(Found::Empty);
             };
             let (
                 Value::BulkString(id),
@@ -539,8 +671,13 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
             if attempt > 1 {
                 site.count(metrics::QUEUE_REDELIVERED, &[], 1);
             }
+            if let Some(max) = max_deliveries.filter(|max| attempt > i64::from(*max)) {
+                let reason = format!("delivered {max} times without an ack (max_deliveries)");
+                dead_letter(&core, &id, &payload, &reason).await?;
+                return Ok(Found::DeadLettered);
+            }
             match codec.decode(&payload) {
-                Ok(item) => Ok(Some(Delivery {
+                Ok(item) => Ok(Found::Item(Delivery {
                     item,
                     id,
                     attempt: attempt.max(0) as u64,
@@ -549,8 +686,8 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                     settled: false,
                 })),
                 Err(e) => {
-                    dead_letter(&core, &id, &payload).await;
-                    Err(e)
+                    dead_letter(&core, &id, &payload, &e.to_string()).await?;
+                    Ok(Found::DeadLettered)
                 }
             }
         }))
@@ -667,7 +804,7 @@ async fn take_script<const N: usize>(
 ) -> Result<Option<[Value; N]>> {
     let keys = &core.keys;
     loop {
-        let mut invocation = QUEUE_TAKE.prepare_invoke();
+        let mut invocation = QUEUE_TAKE.invocation();
         invocation
             .key(&*keys.ready)
             .key(&*keys.items)
@@ -699,32 +836,30 @@ async fn take_script<const N: usize>(
 
 /// Moves an undecodable item to the dead-letter hash (logging if that fails: for a popped item
 /// the payload is then lost; a claimed one stays unacknowledged and comes back).
-async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8]) {
+/// Moves the item `id` to the dead letters with `reason`. An error leaves it where it was (in
+/// flight, for a claim: delivered again after the visibility timeout).
+async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8], reason: &str) -> Result<()> {
     let keys = &core.keys;
-    let mut invocation = QUEUE_DEAD.prepare_invoke();
+    let mut invocation = QUEUE_DEAD.invocation();
     invocation
         .key(&*keys.dead)
         .key(&*keys.items)
         .key(&*keys.unacked)
         .key(&*keys.attempts)
         .key(&*keys.due)
+        .key(&*keys.dead_reason)
         .arg(id.as_str())
-        .arg(payload);
-    let result: Result<i64> = core
+        .arg(payload)
+        .arg(reason);
+    let _: i64 = core
         .client
         .inner
         .conn
         .script(&invocation, "dead-lettering an item", &core.name)
-        .await;
-    match result {
-        Ok(_) => {
-            core.site().count(metrics::QUEUE_DEAD_LETTERED, &[], 1);
-            tracing::warn!(queue = %core.name, item = %id, "latchkey queue item cannot be decoded; moved to the dead-letter hash")
-        }
-        Err(e) => {
-            tracing::error!(queue = %core.name, item = %id, error = %e.chain(), "latchkey queue item cannot be decoded and could not be dead-lettered")
-        }
-    }
+        .await?;
+    core.site().count(metrics::QUEUE_DEAD_LETTERED, &[], 1);
+    tracing::warn!(queue = %core.name, item = %id, reason, "latchkey queue item moved to the dead letters");
+    Ok(())
 }
 
 /// An item popped for a caller: dropped before [`Popped::into_item`], it goes back to the head
@@ -759,7 +894,7 @@ impl<T> Drop for Popped<T> {
         };
         runtime.spawn(async move {
             let keys = &core.keys;
-            let mut invocation = QUEUE_REQUEUE.prepare_invoke();
+            let mut invocation = QUEUE_REQUEUE.invocation();
             invocation
                 .key(&*keys.ready)
                 .key(&*keys.items)
@@ -800,7 +935,7 @@ impl<T> Drop for Popped<T> {
 /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
 /// use latchkey::Ack;
 ///
-/// let delivery = queue.take_reliable().await?;
+/// let delivery = queue.take().await?;
 /// match delivery.ack().await? {
 ///     Ack::Acked => {}
 ///     Ack::AlreadyFinished => eprintln!("processed twice: another delivery finished it first"),
@@ -841,7 +976,7 @@ impl Ack {
 /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
 /// use latchkey::Nack;
 ///
-/// let delivery = queue.take_reliable().await?;
+/// let delivery = queue.take().await?;
 /// if delivery.nack().await? == Nack::NotOwned {
 ///     eprintln!("the item had come back already (visibility timeout) or was finished");
 /// }
@@ -872,7 +1007,7 @@ impl Nack {
     }
 }
 
-/// A reliable delivery of one item, from [`BlockingQueue::take_reliable`].
+/// A delivery of one item, from [`BlockingQueue::take`] or [`BlockingQueue::poll`].
 ///
 /// The item stays in Redis, invisible to other consumers, until the delivery is settled:
 /// [`Delivery::ack`] when done with it (the item is finished), [`Delivery::nack`] or
@@ -949,7 +1084,7 @@ impl<T> Delivery<T> {
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use std::time::SystemTime;
     ///
-    /// let delivery = queue.take_reliable().await?;
+    /// let delivery = queue.take().await?;
     /// if let Some(due) = delivery.due_time() {
     ///     let late = SystemTime::now().duration_since(due).unwrap_or_default();
     ///     println!("attempt {}, {late:?} after it was due", delivery.attempt());
@@ -1014,7 +1149,7 @@ impl<T> Delivery<T> {
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use latchkey::Ack;
     ///
-    /// let delivery = queue.take_reliable().await?;
+    /// let delivery = queue.take().await?;
     /// // … process it …
     /// if delivery.ack().await? == Ack::AlreadyFinished {
     ///     eprintln!("another consumer finished this item too: processing must be idempotent");
@@ -1030,7 +1165,7 @@ impl<T> Delivery<T> {
         let acked = crate::task::detached(Box::pin(tracing::Instrument::instrument(
             async move {
                 let keys = &core.keys;
-                let mut invocation = QUEUE_ACK.prepare_invoke();
+                let mut invocation = QUEUE_ACK.invocation();
                 invocation
                     .key(&*keys.unacked)
                     .key(&*keys.items)
@@ -1085,7 +1220,7 @@ impl<T> Delivery<T> {
     ///
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-    /// let delivery = queue.take_reliable().await?;
+    /// let delivery = queue.take().await?;
     /// let _ = delivery.nack().await?; // not now; whether it was still ours does not matter
     /// # Ok(())
     /// # }
@@ -1114,7 +1249,7 @@ impl<T> Delivery<T> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use std::time::Duration;
-    /// let delivery = queue.take_reliable().await?;
+    /// let delivery = queue.take().await?;
     /// let backoff = Duration::from_secs(1 << delivery.attempt().min(10));
     /// let _ = delivery.nack_after(backoff).await?;
     /// # Ok(())
@@ -1173,7 +1308,7 @@ impl<T> Delivery<T> {
     /// ```no_run
     /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
     /// use std::time::Duration;
-    /// let delivery = queue.take_reliable().await?;
+    /// let delivery = queue.take().await?;
     /// assert!(delivery.extend(Duration::from_secs(120)).await?);
     /// # Ok(())
     /// # }
@@ -1182,7 +1317,7 @@ impl<T> Delivery<T> {
     pub async fn extend(&self, timeout: Duration) -> Result<bool> {
         let timeout_ms = check_visibility(timeout)?;
         let keys = &self.core.keys;
-        let mut invocation = QUEUE_EXTEND.prepare_invoke();
+        let mut invocation = QUEUE_EXTEND.invocation();
         invocation
             .key(&*keys.unacked)
             .key(&*keys.attempts)

@@ -18,6 +18,7 @@ use crate::client::Client;
 use crate::codec::{Codec, Json};
 use crate::error::Result;
 use crate::keys::check_name;
+use crate::scripts::Invoke;
 use crate::wait::unexpected;
 
 /// A durable delayed queue: each item is kept in Redis until its delay has passed, then moves
@@ -405,7 +406,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
         let core = self.core.clone();
         let id = id.clone();
         crate::task::detached(Box::pin(async move {
-            let mut invocation = DELAY_REMOVE.prepare_invoke();
+            let mut invocation = DELAY_REMOVE.invocation();
             invocation
                 .key(&*core.keys.delayed)
                 .key(&*core.keys.items)
@@ -494,7 +495,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// ```
     pub async fn pending(&self, limit: usize) -> Result<Vec<PendingItem<T>>> {
         check_name(&self.core.name)?;
-        let mut invocation = DELAY_PENDING.prepare_invoke();
+        let mut invocation = DELAY_PENDING.invocation();
         invocation
             .key(&*self.core.keys.delayed)
             .key(&*self.core.keys.items)

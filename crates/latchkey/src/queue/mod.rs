@@ -34,9 +34,10 @@ use crate::error::{Error, Result};
 use crate::keys::check_name;
 pub(crate) use crate::keys::QueueKeys as Keys;
 use crate::metrics::{self, Op, Site};
+use crate::scripts::Invoke;
 use crate::watchdog::MAX_LEASE;
 
-pub use blocking::{Ack, BlockingQueue, Delivery, Nack};
+pub use blocking::{Ack, BlockingQueue, DeadLetter, Delivery, Nack};
 pub use delayed::{DelayedQueue, PendingItem};
 
 /// The largest encoded item a queue accepts: published as [`BlockingQueue::MAX_ITEM_SIZE`] and
@@ -226,7 +227,7 @@ impl Core {
 
     async fn offer_batch(&self, when: When, batch: &[Offer]) -> Result<()> {
         let keys = &self.keys;
-        let mut invocation = DELAY_OFFER.prepare_invoke();
+        let mut invocation = DELAY_OFFER.invocation();
         invocation
             .key(&*keys.delayed)
             .key(&*keys.items)

@@ -14,9 +14,8 @@ use redis::aio::MultiplexedConnection;
 use crate::helpers::holds_for;
 
 /// Permissions of the README's lines that the operations here do not reach: `unsubscribe`
-/// (`sunsubscribe`) runs in the background after a channel's linger, `lpush` in `nack`, `lpos`
-/// in a fair-lock waiter's re-entry after its place went stale.
-const UNEXERCISED: &[&str] = &["+unsubscribe", "+sunsubscribe", "+lpush", "+lpos"];
+/// (`sunsubscribe`) runs in the background after a channel's linger, `lpush` in `nack`.
+const UNEXERCISED: &[&str] = &["+unsubscribe", "+sunsubscribe", "+lpush"];
 
 /// An ACL line of the README: `user <name> <rules…>`.
 struct AclLine {
@@ -337,17 +336,31 @@ async fn exercise(
     step!(admin, "DelayedQueue::offer", delayed.offer(&item, SHORT));
     assert_eq!(step!(admin, "DelayedQueue::len", delayed.len()), 1);
     let inbox = b.blocking_queue::<String>(name("queue"));
-    let delivery = step!(
-        admin,
-        "BlockingQueue::poll_reliable",
-        inbox.poll_reliable(LONG)
-    );
+    let delivery = step!(admin, "BlockingQueue::poll", inbox.poll(LONG));
     let delivery = delivery.expect("the delayed item arrives");
     assert_eq!(delivery.item(), &item);
     assert!(step!(admin, "Delivery::ack", delivery.ack()).is_acked());
     let queue = a.blocking_queue::<String>(name("queue"));
     step!(admin, "BlockingQueue::put", queue.put(&item));
-    assert_eq!(step!(admin, "BlockingQueue::take", inbox.take()), item);
+    assert_eq!(
+        step!(
+            admin,
+            "BlockingQueue::take_at_most_once",
+            inbox.take_at_most_once()
+        ),
+        item
+    );
+    // An item its consumer cannot decode goes to the dead letters, which an operator reads.
+    step!(admin, "BlockingQueue::put", queue.put(&item));
+    let numbers = b.blocking_queue::<u64>(name("queue"));
+    let none = step!(admin, "BlockingQueue::poll", numbers.poll(SHORT));
+    assert!(none.is_none(), "the undecodable item is not delivered");
+    let dead = step!(
+        admin,
+        "BlockingQueue::dead_letters",
+        numbers.dead_letters(10)
+    );
+    assert_eq!(dead.len(), 1);
     Ok(())
 }
 

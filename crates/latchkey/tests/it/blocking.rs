@@ -41,30 +41,12 @@ fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 #[test]
-fn handles_and_guards_are_send_and_sync() {
+fn the_client_and_its_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<Client>();
-    check::<blocking::Lock>();
-    check::<blocking::LockGuard>();
-    check::<blocking::FairLock>();
-    check::<blocking::FairLockGuard>();
-    check::<blocking::RwLock>();
-    check::<blocking::ReadLock>();
-    check::<blocking::WriteLock>();
-    check::<blocking::ReadGuard>();
-    check::<blocking::WriteGuard>();
-    check::<blocking::Semaphore>();
-    check::<blocking::Permits>();
-    check::<blocking::PermitSemaphore>();
-    check::<blocking::LeasedPermits>();
-    check::<blocking::CountDownLatch>();
-    check::<blocking::MultiLock>();
-    check::<blocking::MultiLockGuard>();
-    check::<blocking::RedLock>();
-    check::<blocking::RedLockGuard>();
-    check::<blocking::DelayedQueue<String>>();
-    check::<blocking::BlockingQueue<String>>();
-    check::<blocking::Delivery<String>>();
+    check::<blocking::Guard<latchkey::LockGuard>>();
+    check::<blocking::Guard<latchkey::LeasedPermits>>();
+    check::<blocking::Guard<latchkey::Delivery<String>>>();
 }
 
 #[test]
@@ -72,25 +54,26 @@ fn locks_and_unlocks() {
     let server = RedisServer::spawn();
     let client = client(&server);
     let lock = client.lock("orders:1");
-    assert!(!lock.is_locked().unwrap());
+    assert!(!client.run(lock.is_locked()).unwrap());
 
-    let guard = lock.lock().unwrap();
-    assert_eq!(guard.name(), "orders:1");
+    let guard = client.hold(lock.lock()).unwrap();
+    assert_eq!(latchkey::Guard::name(&*guard), "orders:1");
     assert!(exists(&server, "orders:1"));
-    assert!(lock.is_locked().unwrap());
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    assert!(lock.remaining_lease().unwrap().is_some());
-    let status = lock.status().unwrap();
+    assert!(client.run(lock.is_locked()).unwrap());
+    assert!(client.run(lock.remaining_lease()).unwrap().is_some());
+    let status = client.run(lock.status()).unwrap();
     assert_eq!(status.holders.len(), 1);
-    assert_eq!(status.holders[0].owner, lock.owner_id());
+    assert_eq!(status.holders[0].owner, guard.owner_id());
     assert_eq!(status.fencing_token, Some(guard.fencing_token()));
     assert_eq!(client.tracked_lock_count(), 1);
 
-    // Another owner of the same name is excluded.
-    let other = client.lock("orders:1");
-    assert!(other.try_lock(Duration::ZERO).unwrap().is_none());
-    let err = other
-        .lock_with(LockOptions::new().wait(Duration::from_millis(50)))
+    // Another acquire through the same handle is another owner: excluded.
+    assert!(client
+        .try_hold(lock.try_lock(Duration::ZERO))
+        .unwrap()
+        .is_none());
+    let err = client
+        .hold(lock.lock_with(LockOptions::new().wait(Duration::from_millis(50))))
         .unwrap_err();
     assert!(err.is_wait_timed_out(), "{err}");
 
@@ -99,32 +82,30 @@ fn locks_and_unlocks() {
     assert!(!exists(&server, "orders:1"));
     assert_eq!(client.tracked_lock_count(), 0);
 
-    let next = other.try_lock(Duration::ZERO).unwrap().expect("free now");
+    let next = client
+        .try_hold(lock.try_lock(Duration::ZERO))
+        .unwrap()
+        .expect("free now");
     assert!(next.fencing_token() > first_token);
     next.unlock().unwrap();
-
-    // Handles keep the client's runtime: they work with the client itself dropped.
-    drop(client);
-    let again = other.lock().unwrap();
-    assert!(exists(&server, "orders:1"));
-    again.unlock().unwrap();
 }
 
 #[test]
-fn two_threads_exclude_each_other() {
+fn two_threads_exclude_each_other_through_one_handle() {
     let server = RedisServer::spawn();
     let client = client(&server);
+    let lock = client.lock("counter");
     let inside = Arc::new(AtomicBool::new(false));
     let entries = Arc::new(AtomicUsize::new(0));
     let threads: Vec<_> = (0..2)
         .map(|_| {
-            // One handle (one owner) per thread.
-            let lock = client.lock("counter");
+            // Clones of one client and one handle: every acquire is an owner of its own.
+            let (client, lock) = (client.clone(), lock.clone());
             let inside = inside.clone();
             let entries = entries.clone();
             thread::spawn(move || {
                 for _ in 0..15 {
-                    let guard = lock.lock().unwrap();
+                    let guard = client.hold(lock.lock()).unwrap();
                     assert!(
                         !inside.swap(true, Ordering::SeqCst),
                         "two threads in the critical section"
@@ -153,10 +134,10 @@ fn a_dropped_guard_is_released_and_the_drop_does_not_wait_for_a_stalled_server()
     let lock = client.lock("stalled");
 
     // Unstalled first: dropping the guard frees the lock for the next owner.
-    drop(lock.lock().unwrap());
+    drop(client.hold(lock.lock()).unwrap());
     assert!(eventually(PATIENCE, || !exists(&server, "stalled")));
 
-    let guard = lock.lock().unwrap();
+    let guard = client.hold(lock.lock()).unwrap();
     server.pause_process();
     let started = Instant::now();
     drop(guard);
@@ -178,13 +159,15 @@ fn the_watchdog_renews_while_the_caller_sleeps() {
     let server = RedisServer::spawn();
     let client = client(&server); // 1 s lease, renewed every third of it
     let lock = client.lock("long-job");
-    let guard = lock.lock().unwrap();
+    let guard = client.hold(lock.lock()).unwrap();
     // The caller's thread is blocked well past the lease; the runtime thread renews.
     thread::sleep(Duration::from_millis(2500));
     assert!(!guard.is_lost());
     assert!(exists(&server, "long-job"), "the lock expired while held");
-    let other = client.lock("long-job");
-    assert!(other.try_lock(Duration::ZERO).unwrap().is_none());
+    assert!(client
+        .try_hold(lock.try_lock(Duration::ZERO))
+        .unwrap()
+        .is_none());
     guard.unlock().unwrap();
     assert!(!exists(&server, "long-job"));
 }
@@ -194,9 +177,9 @@ fn wait_lost_sees_a_force_unlocked_hold() {
     let server = RedisServer::spawn();
     let client = client(&server);
     let lock = client.lock("victim");
-    let guard = lock.lock().unwrap();
+    let guard = client.hold(lock.lock()).unwrap();
     assert!(!guard.wait_lost(Duration::from_millis(100)).unwrap());
-    assert!(client.lock("victim").force_unlock().unwrap());
+    assert!(client.run(lock.force_unlock()).unwrap());
     assert!(guard.wait_lost(PATIENCE).unwrap(), "the loss was not seen");
     assert!(guard.is_lost());
     let err = guard.unlock().unwrap_err();
@@ -208,14 +191,16 @@ fn a_call_inside_a_tokio_runtime_is_refused_with_a_config_error() {
     let server = RedisServer::spawn();
     let client = client(&server);
     let lock = client.lock("inside");
-    let guard = lock.lock().unwrap();
+    let guard = client.hold(lock.lock()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let (connect_err, lock_err, unlock_err) = runtime.block_on(async {
         let connect_err = Client::connect(server.url()).unwrap_err();
-        let lock_err = client.lock("other").try_lock(Duration::ZERO).unwrap_err();
+        let lock_err = client
+            .try_hold(client.lock("other").try_lock(Duration::ZERO))
+            .unwrap_err();
         // Refused too; the guard is dropped, which hands its release to the client's runtime.
         let unlock_err = guard.unlock().unwrap_err();
         (connect_err, lock_err, unlock_err)
@@ -234,7 +219,7 @@ fn a_call_inside_a_tokio_runtime_is_refused_with_a_config_error() {
         "the guard of a refused unlock was not released"
     );
     // Outside the runtime the same handles work.
-    lock.lock().unwrap().unlock().unwrap();
+    client.hold(lock.lock()).unwrap().unlock().unwrap();
 }
 
 #[test]
@@ -242,7 +227,7 @@ fn dropping_the_client_keeps_held_locks_until_their_guards_go_then_releases_them
     let server = RedisServer::spawn();
     let client = client(&server); // 1 s lease
     let lock = client.lock("outlived");
-    let guard = lock.lock().unwrap();
+    let guard = client.hold(lock.lock()).unwrap();
     drop(lock);
     drop(client);
     // The guard keeps the runtime: the lock stays held and renewed past its lease.
@@ -263,7 +248,7 @@ fn the_last_drop_waits_for_a_stalled_server_at_most_the_command_timeout() {
     let server = RedisServer::spawn();
     let client = Client::from_builder(builder(&server).command_timeout(Duration::from_secs(1)))
         .expect("connect");
-    let guard = client.lock("stalled-exit").lock().unwrap();
+    let guard = client.hold(client.lock("stalled-exit").lock()).unwrap();
     server.pause_process();
     drop(guard); // handed over; its release cannot be answered
     let started = Instant::now();
@@ -286,7 +271,7 @@ fn the_last_drop_in_async_code_does_not_block_the_runtime_thread() {
     let server = RedisServer::spawn();
     let client = Client::from_builder(builder(&server).command_timeout(Duration::from_secs(10)))
         .expect("connect");
-    let guard = client.lock("async-drop").lock().unwrap();
+    let guard = client.hold(client.lock("async-drop").lock()).unwrap();
     server.pause_process();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -326,7 +311,11 @@ fn an_idle_client_drops_without_waiting_out_the_command_timeout() {
     let server = RedisServer::spawn();
     let client = Client::from_builder(builder(&server).command_timeout(Duration::from_secs(5)))
         .expect("connect");
-    client.lock("x").lock().unwrap().unlock().unwrap();
+    client
+        .hold(client.lock("x").lock())
+        .unwrap()
+        .unlock()
+        .unwrap();
     let started = Instant::now();
     drop(client);
     let took = started.elapsed();
@@ -338,24 +327,28 @@ fn an_idle_client_drops_without_waiting_out_the_command_timeout() {
     );
 }
 
+/// The other primitives through `run`, `hold` and `consume`: the async API, unchanged.
 #[test]
-fn fair_lock_grants_in_request_order() {
+fn every_primitive_runs_through_the_thin_layer() {
     let server = RedisServer::spawn();
     let client = client(&server);
-    let holder = client.fair_lock("printer").lock().unwrap();
+
+    // Fair lock: waiters in other threads get it in request order.
+    let fair = client.fair_lock("printer");
+    let holder = client.hold(fair.lock()).unwrap();
     let (tx, rx) = mpsc::channel();
-    let observer = client.fair_lock("printer");
     let mut waiters = Vec::new();
     for (who, queued) in [("b", 1), ("c", 2)] {
-        let lock = client.fair_lock("printer");
-        let tx = tx.clone();
+        let (waiter, fair, tx) = (client.clone(), fair.clone(), tx.clone());
         waiters.push(thread::spawn(move || {
-            let guard = lock.lock().unwrap();
+            let guard = waiter.hold(fair.lock()).unwrap();
             tx.send(who).unwrap();
             guard.unlock().unwrap();
         }));
+        let observer = client.fair_lock("printer");
         assert!(
-            eventually(PATIENCE, || observer.queue().unwrap().len() == queued),
+            eventually(PATIENCE, || client.run(observer.queue()).unwrap().len()
+                == queued),
             "{who} did not queue"
         );
     }
@@ -365,208 +358,97 @@ fn fair_lock_grants_in_request_order() {
     for waiter in waiters {
         waiter.join().unwrap();
     }
-}
 
-#[test]
-fn read_write_lock_shares_reads_and_excludes_a_writer() {
-    let server = RedisServer::spawn();
-    let client = client(&server);
-    let (a, b) = (client.rw_lock("cache"), client.rw_lock("cache"));
-    let read_a = a.read().lock().unwrap();
-    let read_b = b
-        .read()
-        .try_lock(Duration::ZERO)
-        .unwrap()
-        .expect("reads share");
-    assert!(a.is_locked().unwrap());
-    assert_eq!(a.read().hold_count().unwrap(), 1);
-    let writer = client.rw_lock("cache");
-    assert!(writer.write().try_lock(Duration::ZERO).unwrap().is_none());
-
-    // A writer waiting in another thread gets the lock when both readers are gone.
-    let waiting = thread::spawn(move || {
-        let guard = writer.write().lock().unwrap();
-        let token = guard.fencing_token();
-        (guard, token)
-    });
-    read_a.unlock().unwrap();
-    drop(read_b);
-    let (write, _) = waiting.join().unwrap();
-    assert!(a.read().try_lock(Duration::ZERO).unwrap().is_none());
-    assert!(client.rw_lock("cache").write().is_locked().unwrap());
-    write.unlock().unwrap();
-    assert!(!a.is_locked().unwrap());
-}
-
-#[test]
-fn semaphore_permits_are_taken_and_given_back() {
-    let server = RedisServer::spawn();
-    let client = client(&server);
-    let semaphore = client.semaphore("pool");
-    assert!(semaphore.try_set_permits(2).unwrap());
-    let two = semaphore.acquire(2).unwrap();
-    assert_eq!(two.count(), 2);
-    assert_eq!(semaphore.available_permits().unwrap(), 0);
-    assert!(semaphore
-        .try_acquire(1, Duration::from_millis(50))
+    // Read-write lock: reads share, a write waits; a downgrade keeps the lock read.
+    let cache = client.rw_lock("cache");
+    let read = client.hold(cache.read().lock()).unwrap();
+    let shared = client.hold(cache.read().lock()).unwrap();
+    assert!(client
+        .try_hold(cache.write().try_lock(Duration::ZERO))
         .unwrap()
         .is_none());
+    read.unlock().unwrap();
+    drop(shared);
+    let write = client.hold(cache.write().lock()).unwrap();
+    let read = client.guard(write.consume(|w| w.downgrade()).unwrap());
+    assert!(!client.run(cache.write().is_locked()).unwrap());
+    read.unlock().unwrap();
+    assert!(!client.run(cache.is_locked()).unwrap());
 
-    // Another thread waits for a permit; the release wakes it.
-    let waiter = {
-        let semaphore = semaphore.clone();
-        thread::spawn(move || semaphore.acquire(1).unwrap().forget())
-    };
-    two.release().unwrap();
-    assert_eq!(waiter.join().unwrap(), 1);
-    assert_eq!(semaphore.available_permits().unwrap(), 1);
-    semaphore.release(1).unwrap();
-    assert_eq!(semaphore.available_permits().unwrap(), 2);
-
-    // Dropped permits come back.
-    drop(semaphore.acquire(2).unwrap());
-    assert!(eventually(PATIENCE, || semaphore
-        .available_permits()
+    // Semaphores: permits come back on release and on drop.
+    let pool = client.semaphore("pool");
+    assert!(client.run(pool.try_set_permits(2)).unwrap());
+    let two = client.hold(pool.acquire(2)).unwrap();
+    assert_eq!(two.count(), 2);
+    assert!(client
+        .try_hold(pool.try_acquire(1, Duration::ZERO))
+        .unwrap()
+        .is_none());
+    two.unlock().unwrap();
+    drop(client.hold(pool.acquire(2)).unwrap());
+    assert!(eventually(PATIENCE, || client
+        .run(pool.available_permits())
         .unwrap()
         == 2));
-}
-
-#[test]
-fn permit_semaphore_leases_and_gives_back_permits() {
-    let server = RedisServer::spawn();
-    let client = client(&server);
     let slots = client.permit_semaphore("slots");
-    assert!(slots.try_set_permits(1).unwrap());
-    let permits = slots.acquire(1).unwrap();
-    assert_eq!(permits.ids().len(), 1);
-    assert_eq!(slots.leased().unwrap(), 1);
-    assert!(slots.try_acquire(1, Duration::ZERO).unwrap().is_none());
-    // The lease (the 1 s watchdog timeout) is renewed while the caller sleeps past it.
-    thread::sleep(Duration::from_millis(1500));
-    assert!(!permits.is_lost());
-    assert!(!permits.wait_lost(Duration::from_millis(50)).unwrap());
-    assert_eq!(slots.available_permits().unwrap(), 0);
-    permits.release().unwrap();
-    assert_eq!(slots.leased().unwrap(), 0);
+    assert!(client.run(slots.try_set_permits(1)).unwrap());
+    let leased = client.hold(slots.acquire(1)).unwrap();
+    assert!(!leased.wait_lost(Duration::from_millis(50)).unwrap());
+    leased.unlock().unwrap();
+    assert_eq!(client.run(slots.leased()).unwrap(), 0);
 
-    let ids = slots.acquire(1).unwrap().forget();
-    assert_eq!(slots.available_permits().unwrap(), 0);
-    slots.release(&ids).unwrap();
-    assert_eq!(slots.available_permits().unwrap(), 1);
-}
-
-#[test]
-fn latch_counted_down_by_other_threads_opens() {
-    let server = RedisServer::spawn();
-    let client = client(&server);
+    // A latch counted down by other threads.
     let latch = client.count_down_latch("ready");
-    assert!(latch.try_set_count(3).unwrap());
-    assert!(!latch.wait_for(Duration::from_millis(50)).unwrap());
-    let workers: Vec<_> = (0..3)
-        .map(|i| {
-            let latch = latch.clone();
-            thread::spawn(move || {
-                thread::sleep(Duration::from_millis(20 * i));
-                latch.count_down().unwrap()
-            })
-        })
-        .collect();
-    latch.wait().unwrap();
-    assert_eq!(latch.count().unwrap(), 0);
-    let mut left: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    left.sort_unstable();
-    assert_eq!(left, [0, 1, 2]);
-}
+    assert!(client.run(latch.try_set_count(2)).unwrap());
+    for _ in 0..2 {
+        let (client, latch) = (client.clone(), latch.clone());
+        thread::spawn(move || client.run(latch.count_down()).unwrap());
+    }
+    client.run(latch.wait()).unwrap();
 
-#[test]
-fn queues_offer_poll_ack_and_redeliver() {
-    let server = RedisServer::spawn();
-    let client = Client::from_builder(builder(&server)).expect("connect");
-    let delayed = client.delayed_queue::<String>("jobs");
+    // Queues: a delivery is a held value; acking consumes it.
     let queue = client.blocking_queue::<String>("jobs");
+    client.run(queue.put(&"hello".to_owned())).unwrap();
+    let delivery = client.hold(queue.take()).unwrap();
+    assert_eq!(delivery.item(), "hello");
+    assert!(delivery.consume(|d| d.ack()).unwrap().is_acked());
 
-    let id = delayed
-        .offer(&"later".to_owned(), Duration::from_millis(200))
-        .unwrap();
-    assert_eq!(delayed.len().unwrap(), 1);
-    assert_eq!(delayed.pending(10).unwrap()[0].id, id);
-    assert!(queue.poll(Duration::ZERO).unwrap().is_none(), "not due yet");
-    let delivery = queue.poll_reliable(PATIENCE).unwrap().expect("due");
-    assert_eq!(*delivery, "later");
-    assert_eq!(delivery.id(), &id);
-    assert_eq!(delivery.attempt(), 1);
-    assert_eq!(queue.in_flight().unwrap(), 1);
-    assert!(delivery.ack().unwrap().is_acked());
-    assert_eq!(queue.in_flight().unwrap(), 0);
-    assert!(delayed.is_empty().unwrap());
-
-    // A nacked item comes back; a dropped delivery too.
-    queue.put(&"retry".to_owned()).unwrap();
-    let first = queue.take_reliable().unwrap();
-    assert!(first.nack().unwrap().is_released());
-    let second = queue.take_reliable().unwrap();
-    assert_eq!(second.attempt(), 2);
-    drop(second);
-    let third = queue
-        .poll_reliable(PATIENCE)
-        .unwrap()
-        .expect("given back on drop");
-    assert_eq!((third.item().as_str(), third.attempt()), ("retry", 3));
-    assert!(third.ack().unwrap().is_acked());
-
-    // Plain take from another thread, woken by a put.
-    let taker = {
-        let queue = queue.clone();
-        thread::spawn(move || queue.take().unwrap())
-    };
-    thread::sleep(Duration::from_millis(50));
-    queue.put(&"hello".to_owned()).unwrap();
-    assert_eq!(taker.join().unwrap(), "hello");
-    assert!(queue.is_empty().unwrap());
-}
-
-#[test]
-fn multi_lock_holds_all_or_none() {
-    let server = RedisServer::spawn();
-    let client = client(&server);
-    let both = blocking::MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
-    assert!(blocking::MultiLock::new([])
-        .unwrap_err()
-        .is_invalid_argument());
-    let guard = both.lock().unwrap();
-    assert_eq!(guard.fencing_tokens().len(), 2);
+    // A multi-lock over two names.
+    let both = latchkey::MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
+    let guard = client.hold(both.lock()).unwrap();
     assert!(exists(&server, "a") && exists(&server, "b"));
-    assert!(client.lock("b").try_lock(Duration::ZERO).unwrap().is_none());
     guard.unlock().unwrap();
     assert!(!exists(&server, "a") && !exists(&server, "b"));
-
-    // Busy `b`: a bounded wait gives up and leaves `a` free.
-    let b = client.lock("b").lock().unwrap();
-    assert!(both.try_lock(Duration::from_millis(100)).unwrap().is_none());
-    assert!(!exists(&server, "a"));
-    drop(b);
 }
 
+/// RedLock nodes connected on one blocking client's runtime: one runtime thread serves them
+/// all, and the guard keeps it alive.
 #[test]
-fn redlock_over_three_servers() {
+fn redlock_nodes_share_one_runtime() {
     let servers = RedisServers::spawn(3);
-    let nodes: Vec<Client> = servers
+    let first = client(&servers[0]);
+    let nodes: Vec<latchkey::Client> = servers
         .urls()
         .iter()
         .map(|url| {
-            Client::from_builder(builder(url).watchdog_timeout(Duration::from_secs(1))).unwrap()
+            first
+                .run(
+                    builder(url)
+                        .watchdog_timeout(Duration::from_secs(1))
+                        .connect(),
+                )
+                .unwrap()
         })
         .collect();
-    let lock = blocking::RedLock::builder("report", nodes)
+    let lock = latchkey::RedLock::builder("report", nodes)
         .per_node_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
-    assert_eq!((lock.node_count(), lock.quorum()), (3, 2));
-    let guard = lock.lock().unwrap();
+    let guard = first.hold(lock.lock()).unwrap();
     let granted = guard.nodes();
     assert!(granted.len() >= lock.quorum(), "{granted:?}");
-    assert!(guard.fencing_token().is_some());
-    // Renewed past the 1 s lease while this thread sleeps.
+    drop(first);
+    // Renewed past the 1 s lease while this thread sleeps, on the runtime the guard keeps.
     thread::sleep(Duration::from_millis(1500));
     assert!(!guard.is_lost());
     for &node in &granted {

@@ -1,4 +1,4 @@
-//! The blocking queue (at-most-once `take`, at-least-once `take_reliable`) against a real
+//! The blocking queue (at-least-once `take`, at-most-once `take_at_most_once`) against a real
 //! redis-server.
 
 use std::collections::{HashMap, HashSet};
@@ -28,10 +28,14 @@ async fn take_waits_for_an_item_and_poll_gives_up() {
     let server = RedisServer::spawn();
     let client = queue_client(&server).await;
     let queue = client.blocking_queue::<String>("jobs");
-    assert!(queue.poll(Duration::ZERO).await.unwrap().is_none());
+    assert!(queue
+        .poll_at_most_once(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
     let started = Instant::now();
     assert!(queue
-        .poll(Duration::from_millis(200))
+        .poll_at_most_once(Duration::from_millis(200))
         .await
         .unwrap()
         .is_none());
@@ -39,7 +43,7 @@ async fn take_waits_for_an_item_and_poll_gives_up() {
 
     let waiter = {
         let queue = queue.clone();
-        tokio::spawn(async move { queue.take().await.unwrap() })
+        tokio::spawn(async move { queue.take_at_most_once().await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Put by another client: the waiter is woken through pub/sub.
@@ -73,7 +77,7 @@ async fn many_waiting_consumers_share_items_without_duplicates() {
             let tx = tx.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
-                    let n = queue.take().await.unwrap();
+                    let n = queue.take_at_most_once().await.unwrap();
                     if tx.send(n).is_err() {
                         return;
                     }
@@ -105,18 +109,18 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
     let queue = client.blocking_queue::<String>("redo");
     let id = queue.put(&"job".to_owned()).await.unwrap();
 
-    let first = queue.take_reliable().await.unwrap();
+    let first = queue.take().await.unwrap();
     assert_eq!(first.id(), &id);
     assert_eq!(first.attempt(), 1);
     assert_eq!(*first, "job");
     assert_eq!(queue.in_flight().await.unwrap(), 1);
     assert!(
-        queue.poll_reliable(Duration::ZERO).await.unwrap().is_none(),
+        queue.poll(Duration::ZERO).await.unwrap().is_none(),
         "invisible while out"
     );
     drop(first); // the consumer gives up without acknowledging
 
-    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let second = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -124,12 +128,12 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
     assert_eq!(second.attempt(), 2);
     let third_try = second.nack().await.unwrap();
     assert_eq!(third_try, latchkey::Nack::Released);
-    let third = queue.take_reliable().await.unwrap();
+    let third = queue.take().await.unwrap();
     assert_eq!(third.attempt(), 3);
     assert!(third.ack().await.unwrap().is_acked());
     assert_eq!(queue.in_flight().await.unwrap(), 0);
     assert!(queue
-        .poll_reliable(Duration::from_millis(100))
+        .poll(Duration::from_millis(100))
         .await
         .unwrap()
         .is_none());
@@ -161,11 +165,11 @@ async fn a_consumer_that_dies_before_ack_has_its_item_redelivered_after_the_visi
             .unwrap();
         // Measured before the take: the item is claimed after this instant.
         taken_at = Instant::now();
-        let delivery = doomed_queue.take_reliable().await.unwrap();
+        let delivery = doomed_queue.take().await.unwrap();
         assert_eq!(delivery.id(), &id);
         std::mem::forget(delivery);
     }
-    let again = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let again = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -188,9 +192,9 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
         .with_visibility_timeout(Duration::from_millis(200))
         .unwrap();
     queue.put(&7).await.unwrap();
-    let slow = queue.take_reliable().await.unwrap();
+    let slow = queue.take().await.unwrap();
     // The slow consumer overruns its visibility timeout: the item goes out again.
-    let fast = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let fast = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -212,10 +216,10 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
 
     // extend keeps a delivery out past its first timeout.
     queue.put(&8).await.unwrap();
-    let held = queue.take_reliable().await.unwrap();
+    let held = queue.take().await.unwrap();
     assert!(held.extend(Duration::from_secs(30)).await.unwrap());
     assert!(queue
-        .poll_reliable(Duration::from_millis(600))
+        .poll(Duration::from_millis(600))
         .await
         .unwrap()
         .is_none());
@@ -229,7 +233,7 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
     let queue = client.blocking_queue::<u64>("retry");
     let delayed = client.delayed_queue::<u64>("retry");
     queue.put(&1).await.unwrap();
-    let delivery = queue.take_reliable().await.unwrap();
+    let delivery = queue.take().await.unwrap();
     let released_at = Instant::now();
     assert!(delivery
         .nack_after(Duration::from_millis(300))
@@ -237,7 +241,7 @@ async fn nack_after_returns_the_item_through_the_delayed_queue() {
         .unwrap()
         .is_released());
     assert_eq!(delayed.len().await.unwrap(), 1);
-    let again = queue.take_reliable().await.unwrap();
+    let again = queue.take().await.unwrap();
     assert!(released_at.elapsed() >= Duration::from_millis(300));
     assert_eq!(again.attempt(), 2);
     assert!(again.ack().await.unwrap().is_acked());
@@ -270,12 +274,12 @@ async fn dropped_take_futures_lose_nothing() {
         round += 1;
         let patience = Duration::from_micros(rand::rng().random_range(0..1500));
         if round % 2 == 0 {
-            match tokio::time::timeout(patience, plain.take()).await {
+            match tokio::time::timeout(patience, plain.take_at_most_once()).await {
                 Ok(n) => *got.entry(n.unwrap()).or_default() += 1,
                 Err(_) => abandoned += 1,
             }
         } else {
-            match tokio::time::timeout(patience, reliable.take_reliable()).await {
+            match tokio::time::timeout(patience, reliable.take()).await {
                 Ok(delivery) => {
                     let delivery = delivery.unwrap();
                     *got.entry(*delivery).or_default() += 1;
@@ -291,15 +295,18 @@ async fn dropped_take_futures_lose_nothing() {
     assert_eq!(got.len(), N as usize, "every item was taken");
     assert!(got.values().all(|&c| c == 1), "no item was taken twice");
     assert!(reliable
-        .poll(Duration::from_millis(200))
+        .poll_at_most_once(Duration::from_millis(200))
         .await
         .unwrap()
         .is_none());
     assert_eq!(reliable.in_flight().await.unwrap(), 0);
 }
 
+/// An item that cannot be decoded goes to the dead letters, with the codec's error, and the
+/// consumer goes on to the next item: a `while let Ok(delivery) = queue.take().await` worker
+/// loop does not end on it.
 #[tokio::test]
-async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
+async fn an_item_that_cannot_be_decoded_is_dead_lettered_and_the_loop_goes_on() {
     let server = RedisServer::spawn();
     let client = queue_client(&server).await;
     let words = client.blocking_queue::<String>("mixed-up");
@@ -309,24 +316,68 @@ async fn an_item_that_cannot_be_decoded_is_dead_lettered_not_lost() {
     words.put(&"nor this".to_owned()).await.unwrap();
     numbers.put(&6).await.unwrap();
 
-    let err = numbers.take().await.unwrap_err();
-    assert!(err.is_codec(), "{err}");
-    assert_eq!(numbers.take().await.unwrap(), 5);
-    let err = numbers.take_reliable().await.unwrap_err();
-    assert!(err.is_codec(), "{err}");
-    let six = numbers.take_reliable().await.unwrap();
-    assert_eq!(*six, 6);
-    assert!(six.ack().await.unwrap().is_acked());
+    // The lossy pop skips the bad item too.
+    assert_eq!(numbers.take_at_most_once().await.unwrap(), 5);
+    let mut got = Vec::new();
+    while let Ok(Some(delivery)) = numbers.poll(Duration::from_millis(300)).await {
+        got.push(*delivery);
+        assert!(delivery.ack().await.unwrap().is_acked());
+    }
+    assert_eq!(got, [6], "the worker loop went past the bad item");
     assert_eq!(numbers.dead_letter_len().await.unwrap(), 2);
     assert_eq!(numbers.in_flight().await.unwrap(), 0);
     assert!(numbers.is_empty().await.unwrap());
-    let mut conn = server.conn().await;
-    let dead: Vec<String> = conn.hvals("latchkey_queue_dead:{mixed-up}").await.unwrap();
-    let dead: HashSet<String> = dead.into_iter().collect();
+    let dead = numbers.dead_letters(10).await.unwrap();
+    let payloads: HashSet<Vec<u8>> = dead.iter().map(|d| d.payload.clone()).collect();
     assert_eq!(
-        dead,
-        HashSet::from(["\"not a number\"".to_owned(), "\"nor this\"".to_owned()])
+        payloads,
+        HashSet::from([b"\"not a number\"".to_vec(), b"\"nor this\"".to_vec()])
     );
+    for letter in &dead {
+        assert!(
+            letter.reason.contains("codec") || letter.reason.contains("invalid type"),
+            "the reason names the decode error: {letter:?}"
+        );
+    }
+}
+
+/// An item delivered `max_deliveries` times without an ack goes to the dead letters on the
+/// next delivery instead, with the reason.
+#[tokio::test]
+async fn an_item_delivered_too_often_goes_to_the_dead_letters() {
+    let server = RedisServer::spawn();
+    let client = queue_client(&server).await;
+    let queue = client
+        .blocking_queue::<String>("poison")
+        .with_max_deliveries(2)
+        .unwrap();
+    assert!(client
+        .blocking_queue::<String>("poison")
+        .with_max_deliveries(0)
+        .unwrap_err()
+        .is_invalid_argument());
+    queue.put(&"crashes the worker".to_owned()).await.unwrap();
+    queue.put(&"fine".to_owned()).await.unwrap();
+    for attempt in 1..=2 {
+        let delivery = queue.take().await.unwrap();
+        assert_eq!(
+            (delivery.item().as_str(), delivery.attempt()),
+            ("crashes the worker", attempt)
+        );
+        assert!(delivery.nack().await.unwrap().is_released());
+    }
+    let next = queue.take().await.unwrap();
+    assert_eq!(
+        next.item(),
+        "fine",
+        "the third delivery went to the dead letters"
+    );
+    assert!(next.ack().await.unwrap().is_acked());
+    let dead = queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].payload, b"\"crashes the worker\"");
+    assert!(dead[0].reason.contains("2 times"), "{:?}", dead[0].reason);
+    assert!(queue.poll(Duration::ZERO).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -336,9 +387,9 @@ async fn wrong_key_types_and_bad_settings_are_typed_errors() {
     let mut conn = server.conn().await;
     let _: () = conn.hset("latchkey_queue:{typed}", "a", "b").await.unwrap();
     let queue = client.blocking_queue::<u64>("typed");
-    assert!(queue.take().await.unwrap_err().is_wrong_type());
+    assert!(queue.take_at_most_once().await.unwrap_err().is_wrong_type());
     assert!(queue
-        .poll(Duration::ZERO)
+        .poll_at_most_once(Duration::ZERO)
         .await
         .unwrap_err()
         .is_wrong_type());
@@ -354,18 +405,18 @@ async fn wrong_key_types_and_bad_settings_are_typed_errors() {
         .unwrap_err()
         .is_invalid_argument());
     assert!(ok
-        .poll(Duration::MAX)
+        .poll_at_most_once(Duration::MAX)
         .await
         .unwrap_err()
         .is_invalid_argument());
     assert!(client
         .blocking_queue::<u64>("")
-        .take()
+        .take_at_most_once()
         .await
         .unwrap_err()
         .is_invalid_argument());
     ok.put(&1).await.unwrap();
-    let delivery = ok.take_reliable().await.unwrap();
+    let delivery = ok.take().await.unwrap();
     assert!(delivery
         .extend(Duration::ZERO)
         .await
@@ -382,7 +433,7 @@ async fn waiting_consumers_leave_no_subscription_behind() {
     let waiters: Vec<_> = (0..5)
         .map(|_| {
             let queue = queue.clone();
-            tokio::spawn(async move { queue.take().await })
+            tokio::spawn(async move { queue.take_at_most_once().await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -423,7 +474,7 @@ async fn a_delivery_carries_its_due_time_and_attempt() {
     let before = UNIX_EPOCH + Duration::from_millis(redis_ms(before));
     delayed.offer(&1, Duration::from_millis(300)).await.unwrap();
 
-    let first = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let first = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -436,7 +487,7 @@ async fn a_delivery_carries_its_due_time_and_attempt() {
         "due 300 ms after the offer by the Redis clock: {due:?} in {before:?}..{after:?}"
     );
     drop(first); // given back: the redelivery keeps the due time
-    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let second = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -450,7 +501,7 @@ async fn a_delivery_carries_its_due_time_and_attempt() {
         .await
         .unwrap()
         .is_released());
-    let third = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let third = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -467,11 +518,11 @@ async fn a_delivery_carries_its_due_time_and_attempt() {
 
     // An item put in directly was due when it was put in; a plain take keeps no due time.
     queue.put(&2).await.unwrap();
-    let direct = queue.take_reliable().await.unwrap();
+    let direct = queue.take().await.unwrap();
     assert!(direct.due_time().is_some());
     assert!(direct.ack().await.unwrap().is_acked());
     queue.put(&3).await.unwrap();
-    assert_eq!(queue.take().await.unwrap(), 3);
+    assert_eq!(queue.take_at_most_once().await.unwrap(), 3);
     let left: bool = conn.exists("latchkey_queue_due:{due}").await.unwrap();
     assert!(!left, "a popped item's due time goes with it");
 }
@@ -487,9 +538,9 @@ async fn ack_and_nack_say_whether_the_item_was_still_theirs() {
         .with_visibility_timeout(Duration::from_millis(200))
         .unwrap();
     queue.put(&1).await.unwrap();
-    let stale = queue.take_reliable().await.unwrap();
+    let stale = queue.take().await.unwrap();
     // Its visibility timeout runs out: the item goes out again.
-    let fresh = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let fresh = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();
@@ -500,8 +551,8 @@ async fn ack_and_nack_say_whether_the_item_was_still_theirs() {
     assert_eq!(fresh.ack().await.unwrap(), latchkey::Ack::Acked);
 
     queue.put(&2).await.unwrap();
-    let first = queue.take_reliable().await.unwrap();
-    let second = tokio::time::timeout(PATIENCE, queue.take_reliable())
+    let first = queue.take().await.unwrap();
+    let second = tokio::time::timeout(PATIENCE, queue.take())
         .await
         .unwrap()
         .unwrap();

@@ -104,11 +104,8 @@ async fn mutual_exclusion_on_a_cluster() {
         let client = Client::connect(cluster_url(&cluster.primaries()))
             .await
             .unwrap();
-        assert_eq!(
-            client.replica_sync(),
-            None,
-            "no shard has a replica to wait for"
-        );
+        // Auto replica sync: acquires wait on primaries that have replicas (none here).
+        assert_eq!(client.replica_sync(), Some((1, Duration::from_secs(1))));
         for _ in 0..2 {
             let lock = client.lock("cluster-counter");
             let client = cluster.client();
@@ -142,6 +139,11 @@ async fn mutual_exclusion_on_a_cluster() {
         .await
         .unwrap();
     assert_eq!(v, 120);
+    assert!(
+        all_wait_calls(&cluster).iter().all(|&calls| calls == 0),
+        "no shard has a replica to wait for: {:?}",
+        all_wait_calls(&cluster)
+    );
 }
 
 #[tokio::test]
@@ -160,11 +162,19 @@ async fn names_with_their_own_hash_tag_stay_in_one_slot() {
         async move { lock.lock().await.unwrap() }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let first = guard.fencing_token();
     guard.unlock().await.unwrap();
-    waiter.await.unwrap().unlock().await.unwrap();
+    let second = waiter.await.unwrap();
+    let last = second.fencing_token();
+    assert!(last > first, "{last} after {first}");
+    second.unlock().await.unwrap();
+    // The fencing counter is in the name's own slot, next to the lock.
     let node = cluster.node_for_key("eu");
     let token = node.cmd_sync(&["GET", "redisson_lock_token:orders{eu}:1"]);
-    assert_eq!(token, redis::Value::BulkString(b"2".to_vec()));
+    assert_eq!(
+        token,
+        redis::Value::BulkString(last.get().to_string().into_bytes())
+    );
 }
 
 /// One shard of a cluster: node indices of its primary and replica, and lock names whose keys
@@ -287,7 +297,7 @@ async fn required_replica_sync_waits_on_the_shard_that_owns_the_lock() {
             "{name}: returned while its shard's replica was paused"
         );
         assert_eq!(
-            hold_on_replica(node(shard.replica), &name, lock.owner_id()).await,
+            hold_on_replica(node(shard.replica), &name, guard.owner_id()).await,
             Some(1),
             "{name}: the replica of its shard has the hold"
         );
@@ -318,7 +328,7 @@ async fn required_replica_sync_waits_on_the_shard_that_owns_the_lock() {
     let mut granted = Vec::new();
     for shard in healthy {
         let lock = client.lock(shard.names[1].as_str());
-        granted.push((shard, lock.clone(), lock.lock().await));
+        granted.push((shard, lock.lock().await));
     }
     node(stalled.replica).resume_process();
     match failed {
@@ -331,10 +341,10 @@ async fn required_replica_sync_waits_on_the_shard_that_owns_the_lock() {
         .is_locked()
         .await
         .unwrap());
-    for (shard, lock, result) in granted {
+    for (shard, result) in granted {
         let guard = result.unwrap_or_else(|e| panic!("{}: {e}", shard.names[1]));
         assert_eq!(
-            hold_on_replica(node(shard.replica), &shard.names[1], lock.owner_id()).await,
+            hold_on_replica(node(shard.replica), &shard.names[1], guard.owner_id()).await,
             Some(1)
         );
         guard.unlock().await.unwrap();

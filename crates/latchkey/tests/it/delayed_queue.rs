@@ -59,7 +59,7 @@ fn spawn_consumers(
             let out = out.clone();
             tokio::spawn(async move {
                 loop {
-                    let job = queue.take().await.expect("take");
+                    let job = queue.take_at_most_once().await.expect("take");
                     if out.send((job, now_ms())).is_err() {
                         return;
                     }
@@ -183,7 +183,7 @@ async fn items_arrive_in_due_order() {
         .unwrap();
     let mut got = Vec::new();
     for _ in 0..60 {
-        got.push(ready.take().await.unwrap());
+        got.push(ready.take_at_most_once().await.unwrap());
     }
     assert_eq!(got, (1..=60).collect::<Vec<_>>());
 
@@ -194,7 +194,7 @@ async fn items_arrive_in_due_order() {
         .unwrap();
     let mut got = Vec::new();
     for _ in 0..500 {
-        got.push(ready.take().await.unwrap());
+        got.push(ready.take_at_most_once().await.unwrap());
     }
     assert_eq!(got, (0..500).collect::<Vec<_>>());
 
@@ -212,8 +212,8 @@ async fn items_arrive_in_due_order() {
         .await
         .unwrap();
     delayed.offer(&8888, Duration::ZERO).await.unwrap();
-    assert_eq!(ready.take().await.unwrap(), 7777);
-    assert_eq!(ready.take().await.unwrap(), 8888);
+    assert_eq!(ready.take_at_most_once().await.unwrap(), 7777);
+    assert_eq!(ready.take_at_most_once().await.unwrap(), 8888);
 }
 
 #[tokio::test]
@@ -231,8 +231,8 @@ async fn offer_at_uses_an_absolute_time_and_never_delivers_early() {
         )
         .await
         .unwrap();
-    assert_eq!(ready.take().await.unwrap(), "past");
-    assert_eq!(ready.take().await.unwrap(), "later");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "past");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "later");
     assert!(SystemTime::now() >= at, "delivered before its due time");
 
     let started = Instant::now();
@@ -240,7 +240,7 @@ async fn offer_at_uses_an_absolute_time_and_never_delivers_early() {
         .offer_after_secs(&"float".to_owned(), 0.25)
         .await
         .unwrap();
-    assert_eq!(ready.take().await.unwrap(), "float");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "float");
     assert!(started.elapsed() >= Duration::from_millis(250));
 }
 
@@ -272,7 +272,7 @@ async fn items_due_while_no_client_runs_are_delivered_when_one_starts() {
     let queue = consumer.blocking_queue::<u64>("offline");
     let mut got = Vec::new();
     for _ in 0..100 {
-        got.push(queue.take().await.unwrap());
+        got.push(queue.take_at_most_once().await.unwrap());
     }
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
@@ -430,7 +430,7 @@ async fn a_redis_restart_with_aof_loses_nothing() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = tokio::spawn(async move {
         loop {
-            match ready.take_reliable().await {
+            match ready.take().await {
                 Ok(delivery) => {
                     let _ = tx.send(*delivery);
                     // An ack lost to the restart only means the item comes again.
@@ -605,10 +605,10 @@ async fn identical_payloads_are_distinct_items() {
     assert_ne!(a, b);
     assert_eq!(delayed.len().await.unwrap(), 2);
     let ready = client.blocking_queue::<String>("twins");
-    assert_eq!(ready.take().await.unwrap(), "same");
-    assert_eq!(ready.take().await.unwrap(), "same");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "same");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "same");
     assert!(ready
-        .poll(Duration::from_millis(200))
+        .poll_at_most_once(Duration::from_millis(200))
         .await
         .unwrap()
         .is_none());
@@ -668,7 +668,7 @@ async fn pending_lists_and_remove_cancels_waiting_items() {
         .await
     );
     assert!(!delayed.remove(&soon).await.unwrap());
-    assert_eq!(ready.take().await.unwrap(), "soon");
+    assert_eq!(ready.take_at_most_once().await.unwrap(), "soon");
 }
 
 #[tokio::test]

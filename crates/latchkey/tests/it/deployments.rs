@@ -221,7 +221,7 @@ async fn a_replica_synced_lock_survives_the_failover_of_its_primary() {
     })
     .await;
     assert_eq!(status.holders.len(), 1, "the lock survived the failover");
-    assert_eq!(status.holders[0].owner, lock.owner_id());
+    assert_eq!(status.holders[0].owner, guard.owner_id());
     guard.unlock().await.unwrap();
 }
 
@@ -358,21 +358,18 @@ async fn every_lock_family_acquire_waits_until_the_replica_has_it() {
     // away, without waiting for replication to catch up.
     let lock = client.lock("lock");
     let lock_guard = lock.lock().await.unwrap();
-    let holds: Option<i64> = read(&replica, &["HGET", "lock", lock.owner_id()]);
+    let holds: Option<i64> = read(&replica, &["HGET", "lock", lock_guard.owner_id()]);
     assert_eq!(holds, Some(1), "lock");
 
     let fair = client.fair_lock("fair");
     let fair_guard = fair.lock().await.unwrap();
-    let holds: Option<i64> = read(&replica, &["HGET", "fair", fair.owner_id()]);
+    let holds: Option<i64> = read(&replica, &["HGET", "fair", fair_guard.owner_id()]);
     assert_eq!(holds, Some(1), "fair lock");
 
     let rw = client.rw_lock("rw");
     let write_guard = rw.write().lock().await.unwrap();
     let mode: Option<String> = read(&replica, &["HGET", "rw", "mode"]);
-    let holds: Option<i64> = read(
-        &replica,
-        &["HGET", "rw", &format!("{}:write", rw.owner_id())],
-    );
+    let holds: Option<i64> = read(&replica, &["HGET", "rw", write_guard.owner_id()]);
     assert_eq!(
         (mode.as_deref(), holds),
         (Some("write"), Some(1)),
@@ -382,12 +379,12 @@ async fn every_lock_family_acquire_waits_until_the_replica_has_it() {
     let shared = client.rw_lock("shared");
     let read_guard = shared.read().lock().await.unwrap();
     let mode: Option<String> = read(&replica, &["HGET", "shared", "mode"]);
-    let holds: Option<i64> = read(&replica, &["HGET", "shared", shared.owner_id()]);
+    let holds: Option<i64> = read(&replica, &["HGET", "shared", read_guard.owner_id()]);
     let lease: i64 = read(
         &replica,
         &[
             "EXISTS",
-            &format!("{{shared}}:{}:rwlock_timeout:1", shared.owner_id()),
+            &format!("{{shared}}:{}:rwlock_timeout:1", read_guard.owner_id()),
         ],
     );
     assert_eq!(

@@ -8,7 +8,7 @@ use latchkey::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, eventually, long_lease_client, numsub};
+use crate::helpers::{client, eventually, numsub};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -20,6 +20,29 @@ fn deadlines_key(name: &str) -> String {
 
 async fn queue(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
     conn.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+/// The client part of a queue entry (an owner id `<client id>:<n>`, or Redisson's
+/// `<uuid>:<thread id>`).
+fn client_of(entry: &str) -> &str {
+    entry.rsplit_once(':').unwrap().0
+}
+
+/// Waits until the queue of `name` holds one entry per client of `expected`, in that order (an
+/// owner id is drawn per acquire: only its client part is known before it queues).
+async fn queue_clients_become(server: &RedisServer, name: &str, expected: &[&str]) -> bool {
+    let conn = server.conn().await;
+    eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move {
+            let entries = queue(&mut conn, name).await;
+            entries
+                .iter()
+                .map(|e| client_of(e))
+                .eq(expected.iter().copied())
+        }
+    })
+    .await
 }
 
 /// Waits until the queue of `name` is exactly `expected`.
@@ -62,21 +85,12 @@ async fn published_during(
     }
 }
 
-/// A client whose waiters take grants on release (`grants`: a 30 s watchdog) or are woken (1 s).
-async fn waiting_client(server: &RedisServer, grants: bool) -> latchkey::Client {
-    if grants {
-        long_lease_client(server).await
-    } else {
-        client(server).await
-    }
-}
-
 /// Spawns a waiter that records `index` in `order` when it gets the lock, then releases it.
 fn spawn_waiter(
     lock: FairLock,
     index: usize,
     order: Arc<Mutex<Vec<usize>>>,
-) -> tokio::task::JoinHandle<u64> {
+) -> tokio::task::JoinHandle<latchkey::FencingToken> {
     tokio::spawn(async move {
         let guard = lock.lock().await.unwrap();
         order.lock().unwrap().push(index);
@@ -87,46 +101,38 @@ fn spawn_waiter(
     })
 }
 
+/// Eight waiters on four clients queue behind a holder and get the lock in arrival order, each
+/// woken on its own channel with Redisson's unlock message and each with a larger fencing token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_waiters_get_the_lock_in_arrival_order() {
-    eight_waiters_in_arrival_order(false).await;
-}
-
-/// The same with clients whose waiters take grants on release: each release grants the lock to
-/// the next in line.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_waiters_granted_the_lock_in_turn_get_it_in_arrival_order() {
-    eight_waiters_in_arrival_order(true).await;
-}
-
-/// Eight waiters on four clients (watchdog 1 s: woken; 30 s: granted) queue behind a holder and
-/// get the lock in arrival order, each with a larger fencing token.
-async fn eight_waiters_in_arrival_order(grants_on: bool) {
     let server = RedisServer::spawn();
     let holder = client(&server).await;
     let guard = holder.fair_lock("fifo").lock().await.unwrap();
     let first_token = guard.fencing_token();
     // 4 clients with 2 handles each: fairness holds across clients and within one.
     let clients = [
-        waiting_client(&server, grants_on).await,
-        waiting_client(&server, grants_on).await,
-        waiting_client(&server, grants_on).await,
-        waiting_client(&server, grants_on).await,
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
     ];
     let order = Arc::new(Mutex::new(Vec::new()));
-    let mut owners = Vec::new();
+    let mut waiting_clients = Vec::new();
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let lock = clients[(i * 3) % 4].fair_lock("fifo");
-        owners.push(lock.owner_id().to_owned());
-        tasks.push(spawn_waiter(lock, i, order.clone()));
-        let expected: Vec<&str> = owners.iter().map(String::as_str).collect();
+        let waiter = &clients[(i * 3) % 4];
+        waiting_clients.push(waiter.id().to_owned());
+        tasks.push(spawn_waiter(waiter.fair_lock("fifo"), i, order.clone()));
+        let expected: Vec<&str> = waiting_clients.iter().map(String::as_str).collect();
         assert!(
-            queue_becomes(&server, "fifo", &expected).await,
+            queue_clients_become(&server, "fifo", &expected).await,
             "waiter {i} queued behind the others"
         );
     }
-    let channels: Vec<String> = owners
+    // Every waiter has queued: its wake channel is named after its entry.
+    let mut conn = server.conn().await;
+    let entries = queue(&mut conn, "fifo").await;
+    let channels: Vec<String> = entries
         .iter()
         .map(|owner| format!("redisson_lock__channel:{{fifo}}:{owner}"))
         .collect();
@@ -139,14 +145,13 @@ async fn eight_waiters_in_arrival_order(grants_on: bool) {
         }
     })
     .await;
-    // Each waiter is told on its own channel: granted (`<token>:<seq>`) or woken (`0`).
-    let grants = told.iter().filter(|(_, m)| m.contains(':')).count();
-    if grants_on {
-        // Every waiter registered long before its turn (10 ms sections); a slow machine may
-        // still let an attempt of its own race one grant or two.
-        assert!(grants >= 6, "the lock passed by grants: {told:?}");
-    } else {
-        assert_eq!(grants, 0, "no grants with a 1 s watchdog: {told:?}");
+    // Each waiter is woken on its own channel, with Redisson's unlock message (no grants).
+    assert!(told.iter().all(|(_, m)| m == "0"), "{told:?}");
+    for channel in &channels {
+        assert!(
+            told.iter().any(|(c, _)| c == channel),
+            "{channel} was woken: {told:?}"
+        );
     }
     assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
     // Every holder got a larger token than the one before.
@@ -155,7 +160,6 @@ async fn eight_waiters_in_arrival_order(grants_on: bool) {
         assert!(token > last, "{token} after {last}");
         last = token;
     }
-    let mut conn = server.conn().await;
     assert!(queue(&mut conn, "fifo").await.is_empty());
     let left: bool = conn.exists(deadlines_key("fifo")).await.unwrap();
     assert!(!left, "no deadline left behind");
@@ -173,33 +177,28 @@ async fn a_waiter_cancelled_mid_queue_leaves_at_once_and_is_skipped() {
 
     let first = a.fair_lock("skip");
     let first_task = spawn_waiter(first.clone(), 0, order.clone());
-    assert!(queue_becomes(&server, "skip", &[first.owner_id()]).await);
+    assert!(queue_clients_become(&server, "skip", &[a.id()]).await);
 
     // The middle waiter runs on a client of its own, which goes away with the task.
     let middle_client = client(&server).await;
+    let middle_client_id = middle_client.id().to_owned();
     let middle = middle_client.fair_lock("skip");
-    let middle_owner = middle.owner_id().to_owned();
     let middle_task = spawn_waiter(middle, 1, order.clone());
     drop(middle_client);
-    assert!(queue_becomes(&server, "skip", &[first.owner_id(), &middle_owner]).await);
+    assert!(queue_clients_become(&server, "skip", &[a.id(), &middle_client_id]).await);
 
     let last = c.fair_lock("skip");
     let last_task = spawn_waiter(last.clone(), 2, order.clone());
-    assert!(
-        queue_becomes(
-            &server,
-            "skip",
-            &[first.owner_id(), &middle_owner, last.owner_id()]
-        )
-        .await
-    );
+    assert!(queue_clients_become(&server, "skip", &[a.id(), &middle_client_id, c.id()]).await);
+    let mut conn = server.conn().await;
+    let entries = queue(&mut conn, "skip").await;
 
     // Kill the middle waiter (its future and its client are dropped): it leaves the queue at
     // once, long before the default 30 s thread wait time.
     middle_task.abort();
     assert!(middle_task.await.unwrap_err().is_cancelled());
     assert!(
-        queue_becomes(&server, "skip", &[first.owner_id(), last.owner_id()]).await,
+        queue_becomes(&server, "skip", &[&entries[0], &entries[2]]).await,
         "the cancelled waiter left the queue"
     );
 
@@ -225,19 +224,18 @@ async fn a_vanished_waiter_goes_stale_after_the_thread_wait_time_and_the_queue_m
         .fair_lock("ghost")
         .with_thread_wait_time(timeout)
         .unwrap();
-    let ghost_owner = ghost.owner_id().to_owned();
     let mut ghost_wait = Box::pin(async move { ghost.lock().await });
-    let ghost_queue = [ghost_owner.as_str()];
+    let ghost_queue = [ghost_client.id()];
     tokio::select! {
         _ = &mut ghost_wait => panic!("the lock is held"),
-        queued = queue_becomes(&server, "ghost", &ghost_queue) => assert!(queued),
+        queued = queue_clients_become(&server, "ghost", &ghost_queue) => assert!(queued),
     }
     std::mem::forget(ghost_wait);
 
     let behind = b.fair_lock("ghost").with_thread_wait_time(timeout).unwrap();
-    let behind_owner = behind.owner_id().to_owned();
     let waiter = tokio::spawn(async move { behind.lock().await.unwrap() });
-    assert!(queue_becomes(&server, "ghost", &[&ghost_owner, &behind_owner]).await);
+    assert!(queue_clients_become(&server, "ghost", &[ghost_client.id(), b.id()]).await);
+    let behind_owner = queue(&mut conn, "ghost").await[1].clone();
 
     // The holder leaves; the release wakes the ghost, which never comes. Its entry goes stale
     // by the server clock and the waiter behind it takes the lock: nobody else has to act.
@@ -252,6 +250,11 @@ async fn a_vanished_waiter_goes_stale_after_the_thread_wait_time_and_the_queue_m
         fields.keys().collect::<Vec<_>>(),
         vec![&behind_owner],
         "only the live waiter holds the lock"
+    );
+    assert_eq!(
+        got.owner_id(),
+        behind_owner,
+        "under the owner id it queued with"
     );
     got.unlock().await.unwrap();
 }
@@ -272,9 +275,9 @@ async fn a_waiter_place_lasts_the_default_thread_wait_time() {
     let mut conn = server.conn().await;
     let guard = a.fair_lock("default-timeout").lock().await.unwrap();
     let waiter = b.fair_lock("default-timeout");
-    let owner = waiter.owner_id().to_owned();
     let task = tokio::spawn(async move { waiter.lock().await.unwrap().unlock().await });
-    assert!(queue_becomes(&server, "default-timeout", &[&owner]).await);
+    assert!(queue_clients_become(&server, "default-timeout", &[b.id()]).await);
+    let owner = queue(&mut conn, "default-timeout").await.remove(0);
     let deadline: u64 = conn
         .zscore(deadlines_key("default-timeout"), &owner)
         .await
@@ -402,9 +405,20 @@ async fn a_dropped_waiting_future_leaves_nothing_behind() {
     let mut conn = server.conn().await;
     let guard = a.fair_lock("cancel").lock().await.unwrap();
     let lock_b = b.fair_lock("cancel");
-    let channel = format!("redisson_lock__channel:{{cancel}}:{}", lock_b.owner_id());
-    let waiting = tokio::time::timeout(Duration::from_millis(300), lock_b.lock()).await;
-    assert!(waiting.is_err(), "still waiting when dropped");
+    let mut waiting = Box::pin(tokio::time::timeout(
+        Duration::from_millis(300),
+        lock_b.lock(),
+    ));
+    let b_queue = [b.id()];
+    tokio::select! {
+        _ = &mut waiting => panic!("gave up before it queued"),
+        queued = queue_clients_become(&server, "cancel", &b_queue) => assert!(queued),
+    }
+    // Its wake channel is named after its queue entry.
+    let owner = queue(&mut conn, "cancel").await.remove(0);
+    let channel = format!("redisson_lock__channel:{{cancel}}:{owner}");
+    assert!((&mut waiting).await.is_err(), "still waiting when dropped");
+    drop(waiting);
     assert!(
         queue_becomes(&server, "cancel", &[]).await,
         "no queue entry"
@@ -485,25 +499,15 @@ async fn cancelling_at_any_point_never_strands_a_hold_or_a_queue_entry() {
     );
 }
 
+/// Nine handles on three clients run ten non-atomic increments each under the lock: none is
+/// lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_under_contention() {
-    mutual_exclusion(false).await;
-}
-
-/// The same with clients whose waiters take grants on release.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_under_contention_with_grants() {
-    mutual_exclusion(true).await;
-}
-
-/// Nine handles on three clients (watchdog 1 s: woken; 30 s: granted) run ten non-atomic
-/// increments each under the lock: none is lost.
-async fn mutual_exclusion(grants: bool) {
     let server = RedisServer::spawn();
     const ROUNDS: u64 = 10;
     let mut tasks = Vec::new();
     for _ in 0..3 {
-        let client = waiting_client(&server, grants).await;
+        let client = client(&server).await;
         for _ in 0..3 {
             let lock = client.fair_lock("counter-lock");
             let mut conn = server.conn().await;
@@ -530,18 +534,35 @@ async fn mutual_exclusion(grants: bool) {
     assert!(queue(&mut conn, "counter-lock").await.is_empty());
 }
 
+/// Re-entry is explicit: `reenter()` makes one more guard of the same hold (one hold count of 1
+/// in Redis, under the guard's owner id), released by the last guard. A second acquire through
+/// the same handle or a clone is an owner of its own and is excluded.
 #[tokio::test]
-async fn reentrant_with_tokens_shared_with_the_plain_lock() {
+async fn reenter_shares_the_hold_and_tokens_are_shared_with_the_plain_lock() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let mut conn = server.conn().await;
     let lock = a.fair_lock("shared-name");
     let first = lock.lock().await.unwrap();
-    let second = lock.clone().lock().await.unwrap();
-    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let second = first.reenter();
+    assert_eq!(first.owner_id(), second.owner_id());
+    assert_eq!(client_of(first.owner_id()), a.id());
     assert_eq!(first.fencing_token(), second.fencing_token());
-    let count: u64 = conn.hget("shared-name", lock.owner_id()).await.unwrap();
-    assert_eq!(count, 2, "Redisson's hash layout");
+    let fields: std::collections::HashMap<String, u64> = conn.hgetall("shared-name").await.unwrap();
+    assert_eq!(
+        fields,
+        [(first.owner_id().to_owned(), 1)].into(),
+        "Redisson's hash layout, one hold count of 1"
+    );
+    // Another acquire through the same handle or a clone is excluded, and leaves no entry.
+    assert!(lock.try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(lock
+        .clone()
+        .try_lock(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(queue_becomes(&server, "shared-name", &[]).await);
     // The plain lock of the same name is the same hash: they exclude each other.
     assert!(a
         .lock("shared-name")
@@ -563,6 +584,15 @@ async fn reentrant_with_tokens_shared_with_the_plain_lock() {
     let again = lock.lock().await.unwrap();
     assert!(again.fencing_token() > token);
     again.unlock().await.unwrap();
+    // The shared counter outlives the holds by the lease (1 s) + 60 s, then expires.
+    let ttl: i64 = conn
+        .pttl("redisson_lock_token:{shared-name}")
+        .await
+        .unwrap();
+    assert!(
+        ttl > 55_000 && ttl <= 61_000,
+        "the counter expires in {ttl} ms"
+    );
 }
 
 #[tokio::test]
@@ -574,7 +604,9 @@ async fn watchdog_keeps_the_lock_and_lost_fires_when_it_is_forced_away() {
     let guard = lock.lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(!guard.is_lost());
-    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    let mut conn = server.conn().await;
+    let count: u64 = conn.hget("watched", guard.owner_id()).await.unwrap();
+    assert_eq!(count, 1);
     let left = lock.remaining_lease().await.unwrap().unwrap();
     assert!(left <= Duration::from_secs(1));
     assert!(b
@@ -989,9 +1021,10 @@ async fn issue_12_redisson_waiters_behind_a_latchkey_waiter_are_served_in_order(
         .fair_lock(name)
         .with_thread_wait_time(w)
         .unwrap();
-    let l_id = l.owner_id().to_owned();
     let l_task = spawn_latchkey_waiter(l, "L", order.clone());
-    assert!(queue_becomes(&server, name, &[&r1_id, &r2_id, &l_id]).await);
+    let l_queue = [client_of(&r1_id), client_of(&r2_id), waiter_client.id()];
+    assert!(queue_clients_become(&server, name, &l_queue).await);
+    let l_id = queue(&mut conn, name).await.remove(2);
     let r3 = RedissonWaiter::new(&server, name, 3, w).await;
     let r3_id = r3.id.clone();
     let r3_task = spawn_redisson_waiter(r3, "R3", order.clone());
@@ -1039,7 +1072,6 @@ async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
 
     // L1 holds the lock, once it is its turn, until told to release it.
     let l1 = a.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let l1_id = l1.owner_id().to_owned();
     let (granted_tx, granted_rx) = tokio::sync::oneshot::channel();
     let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
     let l1_task = tokio::spawn({
@@ -1052,7 +1084,8 @@ async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
             guard.unlock().await.unwrap();
         }
     });
-    assert!(queue_becomes(&server, name, &[&l1_id]).await);
+    assert!(queue_clients_become(&server, name, &[a.id()]).await);
+    let l1_id = queue(&mut conn, name).await.remove(0);
     let first = deadlines(&mut conn, name).await;
     let now = server_ms(&mut conn).await as f64;
     let lease: i64 = conn.pttl(name).await.unwrap();
@@ -1065,9 +1098,13 @@ async fn latchkey_waiters_keep_redisson_s_deadline_chain() {
     let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
     assert!(queue_becomes(&server, name, &[&l1_id, &r2_id]).await);
     let l3 = b.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let l3_id = l3.owner_id().to_owned();
     let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
-    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
+    let l3_queue = [a.id(), client_of(&r2_id), b.id()];
+    assert!(queue_clients_become(&server, name, &l3_queue).await);
+    assert_eq!(
+        queue(&mut conn, name).await[..2],
+        [l1_id.clone(), r2_id.clone()]
+    );
     let before = deadlines(&mut conn, name).await;
     assert_chained(&before, w);
 
@@ -1115,9 +1152,8 @@ async fn a_latchkey_waiter_that_gives_up_lowers_the_deadlines_behind_it() {
         .await
         .unwrap();
     let quitter = a.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let quitter_id = quitter.owner_id().to_owned();
     let quitting = tokio::spawn(async move { quitter.try_lock(Duration::from_secs(2)).await });
-    assert!(queue_becomes(&server, name, &[&quitter_id]).await);
+    assert!(queue_clients_become(&server, name, &[a.id()]).await);
     let mut java = RedissonWaiter::new(&server, name, 7, w).await;
     assert!(
         java.try_acquire().await.is_some(),
@@ -1160,341 +1196,4 @@ async fn thread_wait_time_is_checked_when_set() {
         .unwrap();
     assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     lock.lock().await.unwrap().unlock().await.unwrap();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Grants on release: the release script gives the lock to a latchkey head that registered for
-// it, and tells it alone; every other head is woken as Redisson's release wakes it.
-// ---------------------------------------------------------------------------------------------
-
-fn grants_key(name: &str) -> String {
-    format!("latchkey_fair_grants:{{{name}}}")
-}
-
-/// Waits (10 s at most) until the waiter of `owner` on the fair lock `name` has registered to
-/// take the lock granted on release.
-async fn registered_for_grant(
-    conn: &redis::aio::MultiplexedConnection,
-    name: &str,
-    owner: &str,
-) -> bool {
-    eventually(Duration::from_secs(10), || {
-        let mut conn = conn.clone();
-        let (key, field) = (grants_key(name), owner.to_owned());
-        async move { conn.hexists(key, field).await.unwrap() }
-    })
-    .await
-}
-
-/// The release, at the script level, with a hand-made queue: a latchkey head whose registration
-/// is live is granted the lock at once (a new token, one hold, the registration's lease), leaves
-/// the queue taking its link out of the deadline chain, and alone is told, with
-/// `<token>:<seq>`; a head whose registration lapsed (it stopped attempting) is only woken with
-/// Redisson's `0`, and the lock stays free for its own acquire.
-#[tokio::test]
-async fn a_release_grants_the_lock_to_a_registered_head_and_tells_it_alone() {
-    let server = RedisServer::spawn();
-    let a = client(&server).await;
-    let mut conn = server.conn().await;
-    let w = 300_000u64;
-    for (name, registered_for) in [("granted", 60_000i64), ("lapsed", -1_000)] {
-        let guard = a.fair_lock(name).lock().await.unwrap();
-        let now = server_ms(&mut conn).await;
-        let (head, java) = ("lk-uuid:1", "java-uuid:2");
-        let _: () = conn.rpush(queue_key(name), &[head, java]).await.unwrap();
-        let _: () = conn
-            .zadd(deadlines_key(name), head, now + 60_000)
-            .await
-            .unwrap();
-        let _: () = conn
-            .zadd(deadlines_key(name), java, now + 60_000 + w)
-            .await
-            .unwrap();
-        let until = (now as i64 + registered_for).to_string();
-        let _: () = conn
-            .hset(grants_key(name), head, format!("{until}:41:5000:{w}"))
-            .await
-            .unwrap();
-        let head_channel = format!("redisson_lock__channel:{{{name}}}:{head}");
-        let token = guard.fencing_token();
-        let got = published_during(
-            &server,
-            &[
-                head_channel.as_str(),
-                &format!("redisson_lock__channel:{{{name}}}:{java}"),
-                &format!("redisson_lock__channel:{{{name}}}"),
-            ],
-            async { guard.unlock().await.unwrap() },
-        )
-        .await;
-        let holders: Vec<(String, u64)> = conn.hgetall(name).await.unwrap();
-        let java_deadline: f64 = conn.zscore(deadlines_key(name), java).await.unwrap();
-        if registered_for > 0 {
-            let message = format!("{}:41", token + 1);
-            assert_eq!(got, vec![(head_channel, message)], "only the head was told");
-            assert_eq!(holders, vec![(head.to_owned(), 1)], "granted to the head");
-            let lease: i64 = conn.pttl(name).await.unwrap();
-            assert!(lease > 0 && lease <= 5000, "the grant's lease: {lease}");
-            assert_eq!(
-                queue(&mut conn, name).await,
-                [java],
-                "the head left the queue"
-            );
-            assert_eq!(
-                java_deadline,
-                (now + 60_000) as f64,
-                "lowered by W, as the head's own acquire would"
-            );
-            let registered: bool = conn.exists(grants_key(name)).await.unwrap();
-            assert!(!registered, "the registration is gone with the grant");
-            // The grant took the token after the holder's.
-            let counter: u64 = conn
-                .get(format!("redisson_lock_token:{{{name}}}"))
-                .await
-                .unwrap();
-            assert_eq!(counter, token + 1);
-        } else {
-            assert_eq!(
-                got,
-                vec![(head_channel, "0".to_owned())],
-                "woken, not granted"
-            );
-            assert!(holders.is_empty(), "the lock stays free: {holders:?}");
-            assert_eq!(queue(&mut conn, name).await, [head, java]);
-            assert_eq!(java_deadline, (now + 60_000 + w) as f64);
-        }
-    }
-}
-
-/// End to end: a waiter that takes grants holds the lock the moment the holder's release
-/// returns, with the next fencing token and the grant's short lease, which its watchdog then
-/// confirms (renews to the watchdog timeout) before it could run out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_lock_call_is_granted_the_lock_by_the_release_and_keeps_it() {
-    let server = RedisServer::spawn();
-    let a = long_lease_client(&server).await;
-    let b = long_lease_client(&server).await;
-    let mut conn = server.conn().await;
-    let name = "granted-e2e";
-    let holder = a.fair_lock(name).lock().await.unwrap();
-    // The default thread wait time: the waiter parks 2 s between attempts (so an attempt of
-    // its own seldom meets the grant), and its grant lease is 2 s + 5 s.
-    let waiter = b.fair_lock(name);
-    let waiter_id = waiter.owner_id().to_owned();
-    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
-    assert!(
-        registered_for_grant(&conn, name, &waiter_id).await,
-        "the waiter registered for a grant"
-    );
-    let token = holder.fencing_token();
-    holder.unlock().await.unwrap();
-    // Granted by the release itself: no attempt of the waiter's came in between.
-    let holds: Option<u64> = conn.hget(name, &waiter_id).await.unwrap();
-    assert_eq!(holds, Some(1), "the release granted the lock to the waiter");
-    let lease: i64 = conn.pttl(name).await.unwrap();
-    assert!(
-        lease > 0 && lease <= 7000,
-        "the grant's lease, not 30 s: {lease}"
-    );
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("the waiter returned with the grant")
-        .unwrap();
-    assert_eq!(guard.fencing_token(), token + 1);
-    assert_eq!(guard.lock().hold_count().await.unwrap(), 1);
-    assert!(queue(&mut conn, name).await.is_empty());
-    // Confirmed before the 7 s grant lease could run out: renewed to the 30 s timeout.
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            let mut conn = conn.clone();
-            async move { conn.pttl::<_, i64>(name).await.unwrap() > 10_000 }
-        })
-        .await,
-        "the watchdog confirmed the grant"
-    );
-    assert!(!guard.is_lost());
-    guard.unlock().await.unwrap();
-    let left: bool = conn.exists(name).await.unwrap();
-    assert!(!left);
-    let registered: bool = conn.exists(grants_key(name)).await.unwrap();
-    assert!(!registered, "no registration left behind");
-}
-
-/// A grant that reaches a waiter whose future is dropped before it took it is given back at
-/// once, guarded by its token, and passes on to the next in line, long before the grant's
-/// lease would have run out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_to_a_waiter_dropped_before_taking_it_passes_on_to_the_next() {
-    let server = RedisServer::spawn();
-    let a = long_lease_client(&server).await;
-    let b = long_lease_client(&server).await;
-    let c = long_lease_client(&server).await;
-    let mut conn = server.conn().await;
-    let name = "given-back";
-    let holder = a.fair_lock(name).lock().await.unwrap();
-    let first = b.fair_lock(name);
-    let first_id = first.owner_id().to_owned();
-    let mut first_lock = Box::pin(first.lock());
-    // Polled until it registered for a grant, then no more.
-    tokio::select! {
-        _ = &mut first_lock => panic!("the lock is held"),
-        registered = registered_for_grant(&conn, name, &first_id) => assert!(registered),
-    }
-    let second = c.fair_lock(name);
-    let second_id = second.owner_id().to_owned();
-    let second_waiting = tokio::spawn(async move { second.lock().await.unwrap() });
-    assert!(queue_becomes(&server, name, &[&first_id, &second_id]).await);
-    let token = holder.fencing_token();
-    holder.unlock().await.unwrap();
-    let holds: Option<u64> = conn.hget(name, &first_id).await.unwrap();
-    assert_eq!(holds, Some(1), "granted to the first waiter");
-    let granted = Instant::now();
-    // Let the grant's message reach the (unpolled) waiter, then drop it.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    drop(first_lock);
-    let guard = tokio::time::timeout(Duration::from_secs(10), second_waiting)
-        .await
-        .expect("the next waiter got the lock")
-        .unwrap();
-    assert!(
-        granted.elapsed() < Duration::from_secs(4),
-        "given back, not left to lapse ({:?})",
-        granted.elapsed()
-    );
-    assert_eq!(
-        guard.fencing_token(),
-        token + 2,
-        "after the grant given back"
-    );
-    let holders: Vec<(String, u64)> = conn.hgetall(name).await.unwrap();
-    assert_eq!(holders, vec![(second_id, 1)]);
-    guard.unlock().await.unwrap();
-    assert!(queue(&mut conn, name).await.is_empty());
-}
-
-/// Mixed with Redisson: a latchkey holder's release grants the lock to the latchkey waiter at
-/// the head and lowers the Redisson waiter's deadline behind it by W, as the head's own
-/// acquire (and Redisson's) would; the Redisson waiter is then woken by the latchkey release as
-/// Redisson's release wakes it, and its own release wakes the latchkey waiter behind it, which
-/// takes the lock with its own acquire. Everyone is served in arrival order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grants_keep_redisson_waiters_chained_and_in_order() {
-    let server = RedisServer::spawn();
-    let name = "mixed-grants";
-    let w = Duration::from_secs(300);
-    let a = long_lease_client(&server).await;
-    let b = long_lease_client(&server).await;
-    let c = long_lease_client(&server).await;
-    let mut conn = server.conn().await;
-    let holder = a.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let holder = holder.lock().await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-
-    let l1 = b.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let l1_id = l1.owner_id().to_owned();
-    let l1_task = spawn_latchkey_waiter(l1, "L1", order.clone());
-    assert!(queue_becomes(&server, name, &[&l1_id]).await);
-    let r2 = RedissonWaiter::new(&server, name, 2, w).await;
-    let r2_id = r2.id.clone();
-    let r2_task = spawn_redisson_waiter(r2, "R2", order.clone());
-    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id]).await);
-    let l3 = c.fair_lock(name).with_thread_wait_time(w).unwrap();
-    let l3_id = l3.owner_id().to_owned();
-    let l3_task = spawn_latchkey_waiter(l3, "L3", order.clone());
-    assert!(queue_becomes(&server, name, &[&l1_id, &r2_id, &l3_id]).await);
-    assert!(
-        registered_for_grant(&conn, name, &l1_id).await,
-        "L1 registered for a grant"
-    );
-    let before = deadlines(&mut conn, name).await;
-    assert_chained(&before, w);
-
-    holder.unlock().await.unwrap();
-    let holds: Option<u64> = conn.hget(name, &l1_id).await.unwrap();
-    assert_eq!(holds, Some(1), "the release granted the lock to L1");
-    let after = deadlines(&mut conn, name).await;
-    assert_eq!(after.len(), 2, "{after:?}");
-    for ((id, old), (new_id, new)) in before[1..].iter().zip(&after) {
-        assert_eq!(id, new_id);
-        // L3 may have refreshed its own deadline upwards meanwhile; R2 never moves on its own.
-        if *id == r2_id {
-            assert_eq!(*new, old - w.as_millis() as f64, "R2 lowered by W");
-        }
-    }
-    assert_chained(&after, w);
-    let bound = Duration::from_secs(10);
-    served_within(l1_task, bound, "L1").await;
-    served_within(r2_task, bound, "R2").await;
-    served_within(l3_task, bound, "L3").await;
-    assert_eq!(*order.lock().unwrap(), ["L1", "R2", "L3"]);
-    let locked: bool = conn.exists(name).await.unwrap();
-    assert!(!locked, "the lock is free at the end");
-    assert!(queue(&mut conn, name).await.is_empty());
-    let registered: bool = conn.exists(grants_key(name)).await.unwrap();
-    assert!(!registered, "no registration left behind");
-}
-
-/// Two clones of one owner wait; the one whose registration is the owner's current one gives
-/// up (its future dropped), and a release grants the lock to that registration. The grant took
-/// the owner's one place in the queue, so it goes to the clone still waiting, which gets the
-/// lock ahead of the owner queued behind (given back instead, it would pass to that owner and
-/// the clone would queue again at the back).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_for_a_clone_that_gave_up_goes_to_the_clone_still_waiting() {
-    let server = RedisServer::spawn();
-    let a = long_lease_client(&server).await;
-    let b = long_lease_client(&server).await;
-    let c = long_lease_client(&server).await;
-    let mut conn = server.conn().await;
-    let name = "clones";
-    let holder = a.fair_lock(name).lock().await.unwrap();
-    let staying = b.fair_lock(name);
-    let owner = staying.owner_id().to_owned();
-    let leaving = staying.clone();
-    let staying_task = tokio::spawn(async move { staying.lock().await.unwrap() });
-    assert!(queue_becomes(&server, name, &[&owner]).await);
-    assert!(registered_for_grant(&conn, name, &owner).await);
-    let before: String = conn.hget(grants_key(name), &owner).await.unwrap();
-    // The clone's lock() registers anew (its own registration number) on its second attempt.
-    let mut leaving_lock = Box::pin(leaving.lock());
-    let replaced = async {
-        eventually(Duration::from_secs(10), || {
-            let mut conn = conn.clone();
-            let (owner, before) = (owner.clone(), before.clone());
-            async move {
-                let now: Option<String> = conn.hget(grants_key(name), &owner).await.unwrap();
-                now.is_some_and(|now| now != before)
-            }
-        })
-        .await
-    };
-    tokio::select! {
-        _ = &mut leaving_lock => panic!("the lock is held"),
-        replaced = replaced => assert!(replaced, "the clone registered"),
-    }
-    drop(leaving_lock);
-    let other = c.fair_lock(name);
-    let other_id = other.owner_id().to_owned();
-    let other_task = tokio::spawn(async move { other.lock().await.unwrap() });
-    assert!(queue_becomes(&server, name, &[&owner, &other_id]).await);
-    let token = holder.fencing_token();
-    holder.unlock().await.unwrap();
-    let holds: Option<u64> = conn.hget(name, &owner).await.unwrap();
-    assert_eq!(holds, Some(1), "granted to the owner");
-    let guard = tokio::time::timeout(Duration::from_secs(5), staying_task)
-        .await
-        .expect("the clone still waiting got the grant")
-        .unwrap();
-    assert_eq!(
-        guard.fencing_token(),
-        token + 1,
-        "the grant itself, not a new acquire"
-    );
-    assert_eq!(queue(&mut conn, name).await, [other_id.as_str()]);
-    guard.unlock().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), other_task)
-        .await
-        .expect("the other owner got the lock next")
-        .unwrap();
-    next.unlock().await.unwrap();
 }

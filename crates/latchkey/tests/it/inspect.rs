@@ -20,7 +20,8 @@ async fn inspect_recognizes_every_kind_with_its_state() {
     let found = client.inspect("l").await.unwrap().expect("a lock");
     assert_eq!(found.kind, Kind::Lock);
     assert_eq!(found.holders.len(), 1);
-    assert_eq!(found.holders[0].owner, lock.owner_id());
+    assert_eq!(found.holders[0].owner, guard.owner_id());
+    assert_eq!(found.holders[0].holds, 1);
     assert_eq!(found.fencing_token, Some(guard.fencing_token()));
     assert!(found.remaining_lease.unwrap() > Duration::ZERO);
 
@@ -29,7 +30,7 @@ async fn inspect_recognizes_every_kind_with_its_state() {
     let found = client.inspect("rw").await.unwrap().expect("a rw lock");
     assert_eq!(found.kind, Kind::RwLock);
     assert_eq!(found.rw_mode, Some(RwMode::Read));
-    assert_eq!(found.holders[0].owner, rw.owner_id());
+    assert_eq!(found.holders[0].owner, read.owner_id());
 
     let semaphore = client.semaphore("s");
     assert!(semaphore.try_set_permits(3).await.unwrap());
@@ -59,15 +60,15 @@ async fn inspect_recognizes_every_kind_with_its_state() {
     drop((guard, read, permits, held));
 }
 
-/// A fair lock with a waiter in line shows as a fair lock, with the waiter's owner id.
+/// A fair lock with a waiter in line shows as a fair lock, with the waiter's owner id (another
+/// acquire through a clone of the holder's handle: an owner of its own, of the same client).
 #[tokio::test]
 async fn inspect_shows_a_fair_locks_queue() {
     let server = RedisServer::spawn();
     let client = client(&server).await;
     let fair = client.fair_lock("f");
     let guard = fair.lock().await.unwrap();
-    let waiter = fair.new_owner();
-    let owner = waiter.owner_id().to_owned();
+    let waiter = fair.clone();
     let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
     let mut found = None;
     for _ in 0..100 {
@@ -79,8 +80,11 @@ async fn inspect_shows_a_fair_locks_queue() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let found = found.expect("the waiter gets in line");
-    assert_eq!(found.fair_queue, vec![owner]);
-    assert_eq!(found.holders[0].owner, fair.owner_id());
+    assert_eq!(found.fair_queue.len(), 1, "{:?}", found.fair_queue);
+    let owner = &found.fair_queue[0];
+    assert_eq!(owner.rsplit_once(':').unwrap().0, client.id());
+    assert_ne!(owner, guard.owner_id(), "the waiter is an owner of its own");
+    assert_eq!(found.holders[0].owner, guard.owner_id());
     guard.unlock().await.unwrap();
     waiting.await.unwrap().unwrap();
 }

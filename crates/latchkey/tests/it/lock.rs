@@ -42,40 +42,49 @@ async fn mutual_exclusion_of_4_clients_by_4_tasks() {
     assert!(!exists, "the lock key is gone after the last unlock");
 }
 
+/// Re-entry goes through the guard: one hold in Redis (a hold count of 1, as a Redisson thread
+/// that took the lock once), released when its last guard is.
 #[tokio::test]
-async fn reentrant_holds_are_counted_in_redis() {
+async fn reentered_guards_share_one_hold_released_by_the_last() {
     let server = RedisServer::spawn();
     let client = client(&server).await;
     let mut conn = server.conn().await;
     let lock = client.lock("reentrant");
-    let clone = lock.clone();
 
     let first = lock.lock().await.unwrap();
-    let second = clone.lock().await.unwrap();
-    let count: u64 = conn.hget("reentrant", lock.owner_id()).await.unwrap();
-    assert_eq!(count, 2);
-    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let second = first.reenter();
+    let count: u64 = conn.hget("reentrant", first.owner_id()).await.unwrap();
+    assert_eq!(count, 1);
+    assert_eq!(second.owner_id(), first.owner_id());
     assert_eq!(
         first.fencing_token(),
         second.fencing_token(),
         "re-entry keeps the token"
     );
+    assert_eq!(client.tracked_lock_count(), 1, "one hold, renewed once");
 
     second.unlock().await.unwrap();
-    let count: u64 = conn.hget("reentrant", lock.owner_id()).await.unwrap();
-    assert_eq!(count, 1);
-    assert!(lock.is_locked().await.unwrap());
-
+    assert!(
+        lock.is_locked().await.unwrap(),
+        "the first guard still holds it"
+    );
     first.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
-    assert_eq!(lock.hold_count().await.unwrap(), 0);
     assert_eq!(client.tracked_lock_count(), 0);
 
-    // Another handle of the same client is another owner: it does not re-enter.
-    let held = lock.lock().await.unwrap();
-    let other = client.lock("reentrant");
-    assert!(other.try_lock(Duration::ZERO).await.unwrap().is_none());
-    held.unlock().await.unwrap();
+    // Dropped in either order, the last drop releases.
+    let first = lock.lock().await.unwrap();
+    let second = first.reenter();
+    drop(first);
+    assert!(lock.is_locked().await.unwrap());
+    drop(second);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let lock = lock.clone();
+            async move { !lock.is_locked().await.unwrap() }
+        })
+        .await
+    );
 }
 
 #[tokio::test]
@@ -97,9 +106,9 @@ async fn unlock_after_losing_the_lock_is_not_owner_and_leaves_the_successor_alon
         .expect("b gets the lock after a's lease");
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_not_owner(), "{err}");
-    assert!(b.lock("x").name() == "x");
-    let lock_b = successor.lock().clone();
-    assert_eq!(lock_b.hold_count().await.unwrap(), 1, "successor untouched");
+    let mut conn = server.conn().await;
+    let holds: Option<u64> = conn.hget("succession", successor.owner_id()).await.unwrap();
+    assert_eq!(holds, Some(1), "successor untouched");
     successor.unlock().await.unwrap();
 
     // force_unlock under a holder: the holder's unlock is NotOwner.
@@ -146,7 +155,8 @@ async fn watchdog_keeps_the_lock_past_three_leases_and_stops_after_unlock() {
     let guard = lock.lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(!guard.is_lost());
-    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    let holds: Option<u64> = conn.hget("watched", guard.owner_id()).await.unwrap();
+    assert_eq!(holds, Some(1));
     let ttl: i64 = conn.pttl("watched").await.unwrap();
     assert!(ttl > 0 && ttl <= 1000, "ttl {ttl}");
     assert!(b
@@ -304,73 +314,41 @@ async fn cancelling_at_any_point_of_an_acquire_never_strands_a_hold() {
     );
 }
 
+/// `unlock()` dropped after 0, 1, 2, … polls: before it is polled, while the release is in
+/// flight, after it answered. The lock is free in the end every time, and a re-entered guard's
+/// unlock, cancelled at any point, never takes the hold from the guard that still has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_unlock_at_any_point_releases_exactly_its_own_hold() {
     let server = RedisServer::spawn();
     let a = long_lease_client(&server).await;
-    let conn = server.conn().await;
+    let mut conn = server.conn().await;
     let lock = a.lock("unlock-race");
-    let outer = lock.lock().await.unwrap();
-    let mut finished = 0;
-    // Drop the `unlock()` of a re-entered hold after 0, 1, 2, … polls: before it is polled,
-    // while the release is in flight, after it answered. Each must take away exactly one hold,
-    // never the outer one and never two.
     let (mut polls, mut in_a_row) = (0, 0);
     while in_a_row < 3 {
         assert!(polls < 1_000_000, "an unlock never finished");
-        let inner = lock.lock().await.unwrap();
+        let outer = lock.lock().await.unwrap();
+        let inner = outer.reenter();
         if let Some(released) = poll_then_drop(inner.unlock(), polls).await {
             released.unwrap();
-            finished += 1;
-            in_a_row += 1;
-        } else {
-            in_a_row = 0;
         }
-        assert!(
-            eventually(Duration::from_secs(5), || {
-                let mut conn = conn.clone();
-                let owner = lock.owner_id().to_owned();
-                async move {
-                    let holds: Option<u64> = conn.hget("unlock-race", owner).await.unwrap();
-                    holds == Some(1)
-                }
-            })
-            .await,
-            "after {polls} polls: the re-entered hold is released, the outer one kept ({finished} finished)"
+        let holds: Option<u64> = conn.hget("unlock-race", outer.owner_id()).await.unwrap();
+        assert_eq!(
+            holds,
+            Some(1),
+            "after {polls} polls: the outer guard lost its hold"
         );
-        polls += 1 + polls / 16;
-    }
-    // Not one cancelled release took the outer hold away.
-    outer.unlock().await.unwrap();
-    // The last hold: a cancelled unlock still frees the lock, whenever it is cancelled.
-    let (mut polls, mut in_a_row) = (0, 0);
-    while in_a_row < 3 {
-        assert!(polls < 1_000_000, "an unlock never finished");
-        let guard = lock.lock().await.unwrap();
-        match poll_then_drop(guard.unlock(), polls).await {
-            Some(released) => {
-                released.unwrap();
-                in_a_row += 1;
-            }
-            None => in_a_row = 0,
-        }
+        let finished = poll_then_drop(outer.unlock(), polls).await.is_some();
+        in_a_row = if finished { in_a_row + 1 } else { 0 };
         assert!(
             eventually(Duration::from_secs(5), || {
                 let mut conn = conn.clone();
                 async move { !conn.exists::<_, bool>("unlock-race").await.unwrap() }
             })
             .await,
-            "after {polls} polls: the lock is free"
+            "after {polls} polls: the last guard's cancelled unlock left the lock held"
         );
         polls += 1 + polls / 16;
     }
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let a = a.clone();
-            async move { a.tracked_lock_count() == 0 }
-        })
-        .await
-    );
 }
 
 #[tokio::test]
@@ -407,7 +385,7 @@ async fn fencing_tokens_strictly_increase_across_holders() {
             "{} after {last}",
             guard.fencing_token()
         );
-        last = guard.fencing_token();
+        last = guard.fencing_token().get();
         guard.unlock().await.unwrap();
     }
 }
@@ -535,7 +513,7 @@ async fn redisson_and_latchkey_exclude_each_other_and_redisson_unlock_wakes_us()
     // And our hash is one Redisson understands: one field, a hold count of 1.
     let fields: std::collections::HashMap<String, i64> = conn.hgetall("shared").await.unwrap();
     assert_eq!(fields.len(), 1);
-    assert_eq!(fields.get(lock.owner_id()), Some(&1));
+    assert_eq!(fields.get(guard.owner_id()), Some(&1));
     guard.unlock().await.unwrap();
 }
 
@@ -882,7 +860,7 @@ async fn status_shows_holder_lease_token_and_waiters() {
         free.holders.is_empty() && free.remaining_lease.is_none() && free.fencing_token.is_none()
     );
     let g1 = lock.lock().await.unwrap();
-    let g2 = lock.lock().await.unwrap();
+    let g2 = g1.reenter();
     let waiter = tokio::spawn({
         let lock = b.lock("inspected");
         async move { lock.lock().await.unwrap() }
@@ -896,8 +874,8 @@ async fn status_shows_holder_lease_token_and_waiters() {
     );
     let status = lock.status().await.unwrap();
     assert_eq!(status.holders.len(), 1);
-    assert_eq!(status.holders[0].owner, lock.owner_id());
-    assert_eq!(status.holders[0].holds, 2);
+    assert_eq!(status.holders[0].owner, g1.owner_id());
+    assert_eq!(status.holders[0].holds, 1, "re-entries are the guards'");
     assert_eq!(status.fencing_token, Some(g1.fencing_token()));
     assert!(status
         .remaining_lease
@@ -1006,36 +984,28 @@ async fn a_channel_in_steady_use_is_not_resubscribed() {
 }
 
 /// A guard dropped (its release handed to the background task) and the same handle locking
-/// again at once: the release may reach Redis after the new acquire. The new acquire must then
-/// re-enter the hold being released, not take it over as a stranded one — else the late
-/// release frees the new hold while its guard believes it holds the lock. Run on both worker
-/// threads, so that the background release and the next acquire race for real.
+/// again at once: the release may reach Redis after the new acquire, which is another owner,
+/// so the new acquire waits for the release rather than taking the old hold over, and the late
+/// release cannot free the new hold. Run on both worker threads, so that the background release
+/// and the next acquire race for real.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_still_on_its_way_is_not_mistaken_for_a_stranded_hold() {
+async fn a_release_still_on_its_way_is_never_mistaken_for_the_next_hold() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
-    let conn = server.conn().await;
+    let mut conn = server.conn().await;
     let lock = a.lock("racing-release");
     for round in 0..300 {
         drop(lock.lock().await.unwrap());
         let guard = lock.lock().await.unwrap();
-        // Wait until every background release has been answered, then look at Redis: the
-        // guard's hold must be there.
-        assert!(
-            eventually(Duration::from_secs(5), || {
-                let mut conn = conn.clone();
-                let owner = lock.owner_id().to_owned();
-                async move {
-                    let holds: Option<u64> = conn.hget("racing-release", owner).await.unwrap();
-                    holds == Some(1)
-                }
-            })
-            .await,
-            "round {round}: the guard's hold is not in Redis"
+        let fields: std::collections::HashMap<String, u64> =
+            conn.hgetall("racing-release").await.unwrap();
+        assert_eq!(
+            fields.into_iter().collect::<Vec<_>>(),
+            vec![(guard.owner_id().to_owned(), 1)],
+            "round {round}: the guard's hold is the lock's only one"
         );
         guard.unlock().await.unwrap();
     }
-    assert!(!lock.is_locked().await.unwrap());
 }
 
 /// Every primitive under a namespace: `name()` is the name given, the checks are on that name
@@ -1263,78 +1233,6 @@ async fn waiters_wait_through_a_redis_stall() {
     assert_eq!(holds[0].1, 1, "{holds:?}");
     let leases: i64 = conn.zcard("{p}:timeout").await.unwrap();
     assert_eq!(leases, 1, "only the granted permit is leased");
-}
-
-/// A clone of a handle is the same owner and re-enters its holds; `new_owner` (like
-/// `client.lock(name)` again) is another owner and is excluded. The same for fair and
-/// read-write locks.
-#[tokio::test]
-async fn a_new_owner_does_not_reenter_but_a_clone_does() {
-    let server = RedisServer::spawn();
-    let client = client(&server).await;
-
-    let lock = client.lock("owners");
-    let guard = lock.lock().await.unwrap();
-    let clone = lock.clone();
-    let again = clone.try_lock(Duration::ZERO).await.unwrap();
-    assert!(again.is_some(), "a clone re-enters");
-    assert_eq!(lock.hold_count().await.unwrap(), 2);
-    let other = lock.new_owner();
-    assert_eq!(other.name(), lock.name());
-    assert_ne!(other.owner_id(), lock.owner_id());
-    assert!(
-        other.try_lock(Duration::ZERO).await.unwrap().is_none(),
-        "a new owner is excluded"
-    );
-    drop(again);
-    guard.unlock().await.unwrap();
-    let taken = tokio::time::timeout(Duration::from_secs(10), other.lock())
-        .await
-        .expect("the new owner gets the lock once it is free")
-        .unwrap();
-    taken.unlock().await.unwrap();
-
-    let fair = client
-        .fair_lock("fair-owners")
-        .with_thread_wait_time(Duration::from_secs(7))
-        .unwrap();
-    let guard = fair.lock().await.unwrap();
-    assert!(fair
-        .clone()
-        .try_lock(Duration::ZERO)
-        .await
-        .unwrap()
-        .is_some());
-    let other = fair.new_owner();
-    assert_ne!(other.owner_id(), fair.owner_id());
-    assert_eq!(other.thread_wait_time(), Duration::from_secs(7));
-    assert!(other.try_lock(Duration::ZERO).await.unwrap().is_none());
-    drop(guard);
-
-    let rw = client.rw_lock("rw-owners");
-    let write = rw.write().lock().await.unwrap();
-    assert!(rw
-        .clone()
-        .write()
-        .try_lock(Duration::ZERO)
-        .await
-        .unwrap()
-        .is_some());
-    let other = rw.new_owner();
-    assert_ne!(other.owner_id(), rw.owner_id());
-    assert!(other
-        .write()
-        .try_lock(Duration::ZERO)
-        .await
-        .unwrap()
-        .is_none());
-    assert!(other
-        .read()
-        .try_lock(Duration::ZERO)
-        .await
-        .unwrap()
-        .is_none());
-    drop(write);
 }
 
 /// A holder cut off from Redis (its connection black-holed) hears `lost()` before another

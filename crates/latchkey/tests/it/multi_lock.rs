@@ -31,6 +31,29 @@ async fn takes_locks_on_two_servers_together() {
         .is_invalid_argument());
 }
 
+/// Every acquire is an owner of its own, so a set naming one lock twice could never be held:
+/// refused when it is made, whether the same handle, a clone or another handle of the same
+/// client names it twice.
+#[tokio::test]
+async fn the_same_lock_twice_is_refused() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let lock = a.lock("twice");
+    for locks in [
+        [lock.clone(), lock.clone()],
+        [a.lock("twice"), a.lock("twice")],
+    ] {
+        let err = MultiLock::new(locks).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+    }
+    let err = MultiLock::new([a.lock("other"), lock.clone(), a.lock("twice")]).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    // Nothing was sent.
+    let mut conn = server.conn().await;
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
 #[tokio::test]
 async fn never_returns_a_partial_hold() {
     let server = RedisServer::spawn();
@@ -66,8 +89,11 @@ async fn never_returns_a_partial_hold() {
     );
     blocker.unlock().await.unwrap();
     let guard = waiting.await.unwrap();
-    for lock in multi.locks() {
-        assert_eq!(lock.hold_count().await.unwrap(), 1);
+    for (lock, held) in multi.locks().iter().zip(guard.guards()) {
+        let holders = lock.status().await.unwrap().holders;
+        assert_eq!(holders.len(), 1, "{}: {holders:?}", lock.name());
+        assert_eq!(holders[0].owner, held.owner_id());
+        assert_eq!(holders[0].holds, 1);
     }
     guard.unlock().await.unwrap();
 }

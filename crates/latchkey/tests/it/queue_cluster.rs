@@ -26,13 +26,14 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const STOP: &str = "observer-stop";
 
 /// The key prefixes of one queue (see the `DelayedQueue` docs).
-const KEY_PREFIXES: [&str; 7] = [
+const KEY_PREFIXES: [&str; 8] = [
     "latchkey_delay_queue_timeout",
     "latchkey_queue",
     "latchkey_queue_items",
     "latchkey_queue_unacked",
     "latchkey_queue_attempts",
     "latchkey_queue_dead",
+    "latchkey_queue_dead_reason",
     "latchkey_queue_due",
 ];
 
@@ -234,7 +235,7 @@ async fn delayed_items_on_every_shard_arrive_once_never_early_in_due_order() {
         consumers.push(tokio::spawn(async move {
             let mut got = Vec::new();
             for _ in 0..N {
-                let job = tokio::time::timeout(PATIENCE, queue.take())
+                let job = tokio::time::timeout(PATIENCE, queue.take_at_most_once())
                     .await
                     .unwrap_or_else(|_| panic!("only {} items arrived", got.len()))
                     .unwrap();
@@ -380,7 +381,13 @@ async fn delayed_items_on_every_shard_arrive_once_never_early_in_due_order() {
         }
         // Nothing is left: no duplicate in flight, and no key of the queue on any node.
         let ready = consumer.blocking_queue::<Job>(name.clone());
-        assert_eq!(ready.poll(Duration::from_millis(200)).await.unwrap(), None);
+        assert_eq!(
+            ready
+                .poll_at_most_once(Duration::from_millis(200))
+                .await
+                .unwrap(),
+            None
+        );
         for other in primaries().await {
             let left = keys_on(other, &format!("{{{name}}}")).await;
             assert!(
@@ -467,13 +474,13 @@ async fn a_put_is_ready_at_once_on_every_shard() {
         for n in 0..N {
             queue.put(&n).await.unwrap();
             assert_eq!(
-                queue.poll(Duration::ZERO).await.unwrap(),
+                queue.poll_at_most_once(Duration::ZERO).await.unwrap(),
                 Some(n),
                 "{name}: put item {n} was not ready at once"
             );
             delayed.offer(&(N + n), Duration::ZERO).await.unwrap();
             assert_eq!(
-                queue.poll(Duration::ZERO).await.unwrap(),
+                queue.poll_at_most_once(Duration::ZERO).await.unwrap(),
                 Some(N + n),
                 "{name}: zero-delay item {} was not ready at once",
                 N + n
@@ -509,7 +516,7 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
                 .offer(&format!("job of {name}"), Duration::from_millis(100))
                 .await
                 .unwrap();
-            let first = tokio::time::timeout(PATIENCE, patient.take_reliable())
+            let first = tokio::time::timeout(PATIENCE, patient.take())
                 .await
                 .unwrap()
                 .unwrap();
@@ -523,18 +530,14 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
                 "{name}: the delivery is in the unacked zset"
             );
             assert!(
-                patient
-                    .poll_reliable(Duration::ZERO)
-                    .await
-                    .unwrap()
-                    .is_none(),
+                patient.poll(Duration::ZERO).await.unwrap().is_none(),
                 "{name}: invisible while out"
             );
 
             // Dropped without acknowledgement: given back at once, long before the 60 s
             // visibility timeout.
             drop(first);
-            let second = tokio::time::timeout(PATIENCE, patient.take_reliable())
+            let second = tokio::time::timeout(PATIENCE, patient.take())
                 .await
                 .unwrap_or_else(|_| panic!("{name}: the dropped delivery was not given back"))
                 .unwrap();
@@ -544,11 +547,11 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
 
             // A consumer that dies before acknowledging: back after the visibility timeout.
             let claimed_after = Instant::now();
-            let third = hasty.take_reliable().await.unwrap();
+            let third = hasty.take().await.unwrap();
             assert_eq!(third.id(), &id);
             assert_eq!(third.attempt(), 3);
             std::mem::forget(third);
-            let fourth = tokio::time::timeout(PATIENCE, patient.take_reliable())
+            let fourth = tokio::time::timeout(PATIENCE, patient.take())
                 .await
                 .unwrap()
                 .unwrap();
@@ -565,7 +568,7 @@ async fn reliable_deliveries_on_every_shard_come_back_until_acknowledged() {
             assert_eq!(patient.in_flight().await.unwrap(), 0);
             assert_eq!(delayed.len().await.unwrap(), 0);
             assert!(patient
-                .poll_reliable(Duration::from_millis(400))
+                .poll(Duration::from_millis(400))
                 .await
                 .unwrap()
                 .is_none());
@@ -613,14 +616,18 @@ async fn items_due_while_no_client_runs_are_delivered_when_a_client_starts() {
         let mut got = Vec::new();
         for _ in 0..N {
             got.push(
-                tokio::time::timeout(PATIENCE, queue.take())
+                tokio::time::timeout(PATIENCE, queue.take_at_most_once())
                     .await
                     .unwrap()
                     .unwrap(),
             );
         }
         assert_eq!(got, (0..N).collect::<Vec<_>>(), "{name}: in due order");
-        assert!(queue.poll(Duration::ZERO).await.unwrap().is_none());
+        assert!(queue
+            .poll_at_most_once(Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none());
         let left = keys_on(node, &format!("{{{name}}}")).await;
         assert!(left.is_empty(), "{name}: keys left: {left:?}");
     }
@@ -637,7 +644,7 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
         // A waiting consumer is woken by the sharded ready notice of a put.
         let waiting = {
             let numbers = numbers.clone();
-            tokio::spawn(async move { numbers.take().await })
+            tokio::spawn(async move { numbers.take_at_most_once().await })
         };
         let deadline = Instant::now() + PATIENCE;
         let channels = loop {
@@ -678,7 +685,7 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
         );
         assert!(pending.iter().all(|(id, _)| *id != cancelled));
         assert_eq!(
-            tokio::time::timeout(PATIENCE, numbers.take())
+            tokio::time::timeout(PATIENCE, numbers.take_at_most_once())
                 .await
                 .unwrap()
                 .unwrap(),
@@ -687,11 +694,11 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
         assert!(started.elapsed() >= Duration::from_millis(100));
 
         numbers.put(&4).await.unwrap();
-        let delivery = numbers.take_reliable().await.unwrap();
+        let delivery = numbers.take().await.unwrap();
         assert_eq!(*delivery, 4);
         assert!(delivery.extend(Duration::from_secs(60)).await.unwrap());
         drop(delivery);
-        let delivery = tokio::time::timeout(PATIENCE, numbers.take_reliable())
+        let delivery = tokio::time::timeout(PATIENCE, numbers.take())
             .await
             .unwrap()
             .unwrap();
@@ -701,18 +708,21 @@ async fn names_with_their_own_hash_tag_keep_every_key_in_one_slot() {
             .await
             .unwrap()
             .is_released());
-        let held = tokio::time::timeout(PATIENCE, numbers.take_reliable())
+        let held = tokio::time::timeout(PATIENCE, numbers.take())
             .await
             .unwrap()
             .unwrap();
         assert_eq!((*held, held.attempt()), (4, 3));
 
         words.put(&"not a number".to_owned()).await.unwrap();
-        let err = numbers.take().await.unwrap_err();
-        assert!(err.is_codec(), "{name}: {err}");
+        let none = numbers.poll_at_most_once(Duration::ZERO).await.unwrap();
+        assert_eq!(
+            none, None,
+            "{name}: the bad item is dead-lettered, not delivered"
+        );
         assert_eq!(numbers.dead_letter_len().await.unwrap(), 1);
         let acked = numbers.put(&5).await.unwrap();
-        let delivery = numbers.take_reliable().await.unwrap();
+        let delivery = numbers.take().await.unwrap();
         assert_eq!(delivery.id(), &acked);
         assert!(delivery.ack().await.unwrap().is_acked());
         numbers.put(&6).await.unwrap();

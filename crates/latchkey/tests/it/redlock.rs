@@ -219,7 +219,7 @@ async fn mutual_exclusion_across_clients_with_increasing_fencing_tokens() {
                 let last: Option<u64> = conn.get("last-token").await.unwrap();
                 tokio::task::yield_now().await;
                 let _: () = conn.set("value", v.unwrap_or(0) + 1).await.unwrap();
-                let _: () = conn.set("last-token", token).await.unwrap();
+                let _: () = conn.set("last-token", token.get()).await.unwrap();
                 guard.unlock().await.unwrap();
                 tokens.push((last, token));
             }
@@ -235,10 +235,10 @@ async fn mutual_exclusion_across_clients_with_increasing_fencing_tokens() {
     assert_eq!(v, 4 * ROUNDS);
     for (previous, token) in &all {
         if let Some(previous) = previous {
-            assert!(token > previous, "token {token} after {previous}");
+            assert!(*token > *previous, "token {token} after {previous}");
         }
     }
-    let mut tokens: Vec<u64> = all.iter().map(|(_, t)| *t).collect();
+    let mut tokens: Vec<u64> = all.iter().map(|(_, t)| t.get()).collect();
     tokens.sort_unstable();
     tokens.dedup();
     assert_eq!(
@@ -257,15 +257,18 @@ async fn fencing_tokens_grow_even_when_quorums_differ() {
         .fencing(false)
         .build()
         .unwrap();
-    // Push node 2's counter far ahead: holds that include node 2 get large tokens.
+    // Push node 2's counter far ahead (an hour past its clock in µs, which tokens otherwise
+    // follow): holds that include node 2 get large tokens.
     let mut conn = servers[2].conn().await;
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let ahead = s * 1_000_000 + us + 3_600_000_000;
     let _: () = conn
-        .set("redisson_lock_token:{fenced}", 1000)
+        .set("redisson_lock_token:{fenced}", ahead)
         .await
         .unwrap();
     let first = lock.lock().await.unwrap();
     let t1 = first.fencing_token().unwrap();
-    assert!(t1 >= 1001);
+    assert!(t1 > ahead, "{t1} after {ahead}");
     first.unlock().await.unwrap();
     // Without node 2, the next quorum is {0, 1}: its token must still be larger.
     servers[2].kill();

@@ -158,48 +158,63 @@ async fn readers_and_writers_under_contention_never_overlap_wrongly() {
     assert!(!marks, "no pending writer left behind");
 }
 
+/// Both sides re-enter with `reenter()`: one hold (a count of 1 in Redis, one lease key for a
+/// read), released by its last guard. Another acquire through the same handle or a clone is an
+/// owner of its own: a second reader beside the first, but a writer is excluded.
 #[tokio::test]
-async fn both_sides_are_reentrant_in_redissons_layout() {
+async fn both_sides_reenter_in_redissons_layout() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let b = client(&server).await;
     let mut conn = server.conn().await;
     let rw = a.rw_lock("layout");
-    let owner = rw.owner_id().to_owned();
 
     let r1 = rw.read().lock().await.unwrap();
-    let r2 = rw.clone().read().lock().await.unwrap();
-    assert_eq!(rw.read().hold_count().await.unwrap(), 2);
+    let owner = r1.owner_id().to_owned();
+    assert_eq!(owner.rsplit_once(':').unwrap().0, a.id());
+    let r2 = r1.reenter();
+    assert_eq!(r2.owner_id(), owner);
     let f = fields(&mut conn, "layout").await;
     assert_eq!(f.get("mode").map(String::as_str), Some("read"));
-    assert_eq!(f.get(&owner).map(String::as_str), Some("2"));
-    for i in 1..=2 {
-        let ttl: i64 = conn.pttl(lease_key("layout", &owner, i)).await.unwrap();
-        assert!(
-            ttl > 0 && ttl <= 1000,
-            "read hold {i} has its own lease: {ttl}"
-        );
-    }
+    assert_eq!(f.get(&owner).map(String::as_str), Some("1"));
+    let ttl: i64 = conn.pttl(lease_key("layout", &owner, 1)).await.unwrap();
+    assert!(ttl > 0 && ttl <= 1000, "the read hold has its lease: {ttl}");
+    let second: bool = conn.exists(lease_key("layout", &owner, 2)).await.unwrap();
+    assert!(!second, "re-entry takes no second hold in Redis");
+    // Another read through a clone of the handle is another owner, reading beside the first.
+    let r3 = rw.clone().read().lock().await.unwrap();
+    assert_ne!(r3.owner_id(), owner);
+    let f = fields(&mut conn, "layout").await;
+    assert_eq!(f.get(r3.owner_id()).map(String::as_str), Some("1"));
+    r3.unlock().await.unwrap();
     r2.unlock().await.unwrap();
-    let gone: bool = conn.exists(lease_key("layout", &owner, 2)).await.unwrap();
-    assert!(!gone, "the released hold's lease key is gone");
+    let kept: bool = conn.exists(lease_key("layout", &owner, 1)).await.unwrap();
+    assert!(kept, "the hold lasts until its last guard is released");
+    assert!(rw.is_locked().await.unwrap());
     r1.unlock().await.unwrap();
     assert!(!rw.is_locked().await.unwrap());
 
     let w1 = rw.write().lock().await.unwrap();
-    let w2 = rw.write().lock().await.unwrap();
+    let w2 = w1.reenter();
     assert_eq!(
         w1.fencing_token(),
         w2.fencing_token(),
         "re-entry keeps the token"
     );
+    assert!(w1.owner_id().ends_with(":write"), "{}", w1.owner_id());
     let f = fields(&mut conn, "layout").await;
     assert_eq!(f.get("mode").map(String::as_str), Some("write"));
-    assert_eq!(
-        f.get(&format!("{owner}:write")).map(String::as_str),
-        Some("2")
-    );
-    assert_eq!(rw.write().hold_count().await.unwrap(), 2);
+    assert_eq!(f.get(w1.owner_id()).map(String::as_str), Some("1"));
+    // Another acquire through the same handle or a clone is excluded, read or write.
+    assert!(rw.write().try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(rw
+        .clone()
+        .write()
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(rw.read().try_lock(Duration::ZERO).await.unwrap().is_none());
     w2.unlock().await.unwrap();
     assert!(b
         .rw_lock("layout")
@@ -219,12 +234,20 @@ async fn both_sides_are_reentrant_in_redissons_layout() {
     let next = b.rw_lock("layout").write().lock().await.unwrap();
     assert!(next.fencing_token() > token);
     next.unlock().await.unwrap();
+    // The fencing counter outlives the holds by the lease (1 s) + 60 s, then expires.
+    let ttl: i64 = conn.pttl("latchkey_rwlock_token:{layout}").await.unwrap();
+    assert!(
+        ttl > 55_000 && ttl <= 61_000,
+        "the counter expires in {ttl} ms"
+    );
     assert_eq!(a.tracked_lock_count(), 0);
     assert_eq!(b.tracked_lock_count(), 0);
 }
 
+/// The writer downgrades its hold to a read hold without letting go (no other acquire, of the
+/// same handle or not, gets in meanwhile); readers then join, a writer still waits.
 #[tokio::test]
-async fn a_writer_may_downgrade_and_readers_join_after_the_write_unlock() {
+async fn a_writer_may_downgrade_and_readers_join_after_it() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let b = client(&server).await;
@@ -233,24 +256,34 @@ async fn a_writer_may_downgrade_and_readers_join_after_the_write_unlock() {
     let other = b.rw_lock("downgrade");
 
     let write = rw.write().lock().await.unwrap();
-    let read = rw
-        .read()
-        .try_lock(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("the writer may read");
+    let token = write.fencing_token();
+    let owner = write.owner_id().strip_suffix(":write").unwrap().to_owned();
+    // A read is another acquire, even through the writer's own handle: excluded.
+    assert!(rw.read().try_lock(Duration::ZERO).await.unwrap().is_none());
     assert!(other
         .read()
         .try_lock(Duration::ZERO)
         .await
         .unwrap()
         .is_none());
-    write.unlock().await.unwrap();
+    let read = write.downgrade().await.unwrap();
+    assert_eq!(read.owner_id(), owner, "the writer's own read hold");
+    assert_eq!(
+        read.fencing_token(),
+        token,
+        "a read's token is the last writer's"
+    );
+    assert!(!read.is_lost());
     let f = fields(&mut conn, "downgrade").await;
     assert_eq!(
         f.get("mode").map(String::as_str),
         Some("read"),
-        "downgraded"
+        "downgraded: {f:?}"
+    );
+    assert_eq!(f.get(&owner).map(String::as_str), Some("1"));
+    assert!(
+        !f.contains_key(&format!("{owner}:write")),
+        "the write hold is gone: {f:?}"
     );
     let joined = other
         .read()
@@ -268,34 +301,40 @@ async fn a_writer_may_downgrade_and_readers_join_after_the_write_unlock() {
     read.unlock().await.unwrap();
     joined.unlock().await.unwrap();
     assert!(!rw.is_locked().await.unwrap());
+    assert_eq!(a.tracked_lock_count(), 0);
 }
 
+/// Upgrades are not detected: a write asked for while the same process holds a read waits for
+/// that read like any other (as tokio's `RwLock` does). A write that may not wait is refused and
+/// changes nothing; a waiting one gets the lock once the read is released.
 #[tokio::test]
-async fn upgrading_is_refused_at_once_and_changes_nothing() {
+async fn a_write_waits_for_a_read_held_by_the_same_process() {
     let server = RedisServer::spawn();
     let a = client(&server).await;
     let mut conn = server.conn().await;
     let rw = a.rw_lock("upgrade");
     let read = rw.read().lock().await.unwrap();
     let before = fields(&mut conn, "upgrade").await;
-    // Even an unbounded wait returns the error instead of deadlocking.
-    let err = rw.write().lock().await.unwrap_err();
-    assert!(err.is_upgrade_not_supported(), "{err}");
-    let err = rw
-        .write()
-        .lock_with(LockOptions::new().wait(Duration::from_secs(30)))
-        .await
-        .unwrap_err();
-    assert!(err.is_upgrade_not_supported(), "{err}");
+    assert!(rw.write().try_lock(Duration::ZERO).await.unwrap().is_none());
+    assert!(
+        pending_writers_become(&server, "upgrade", 0).await,
+        "no pending mark"
+    );
     assert_eq!(fields(&mut conn, "upgrade").await, before);
-    let marks: bool = conn.exists(writers_key("upgrade")).await.unwrap();
-    assert!(!marks, "no pending mark");
+    // A write that may wait does, and gets the lock once the read is released.
+    let writer = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().lock().await.unwrap() }
+    });
+    assert!(pending_writers_become(&server, "upgrade", 1).await);
+    assert!(!writer.is_finished(), "the write waits for the read");
     read.unlock().await.unwrap();
-    // Once the read is released, writing is fine.
-    let write = rw.write().lock().await.unwrap();
+    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the write got the lock once the read was released")
+        .unwrap();
     write.unlock().await.unwrap();
-    // A read guard that was just dropped (its release still on the way) is waited for, not
-    // taken for an upgrade.
+    // A read guard that was just dropped (its release still on the way) is waited for.
     for _ in 0..20 {
         let read = rw.read().lock().await.unwrap();
         drop(read);
@@ -314,12 +353,12 @@ async fn a_crashed_reader_does_not_pin_the_lock() {
 
     // A reader with a short lease vanishes without unlocking.
     let crashed = a.rw_lock("pinned");
-    let crashed_owner = crashed.owner_id().to_owned();
     let guard = crashed
         .read()
         .lock_with(LockOptions::new().lease(Duration::from_millis(400)))
         .await
         .unwrap();
+    let crashed_owner = guard.owner_id().to_owned();
     std::mem::forget(guard);
     // A live reader keeps reading, renewed by its watchdog well past the crashed one's lease.
     let live = b.rw_lock("pinned").read().lock().await.unwrap();
@@ -360,9 +399,9 @@ async fn the_watchdog_renews_read_and_write_holds() {
     let b = client(&server).await;
     let mut conn = server.conn().await;
     let rw = a.rw_lock("renewed");
-    let owner = rw.owner_id().to_owned();
 
     let read = rw.read().lock().await.unwrap();
+    let owner = read.owner_id().to_owned();
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(!read.is_lost());
     let ttl: i64 = conn.pttl(lease_key("renewed", &owner, 1)).await.unwrap();
@@ -379,7 +418,8 @@ async fn the_watchdog_renews_read_and_write_holds() {
     let write = rw.write().lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(!write.is_lost());
-    assert_eq!(rw.write().hold_count().await.unwrap(), 1);
+    let f = fields(&mut conn, "renewed").await;
+    assert_eq!(f.get(write.owner_id()).map(String::as_str), Some("1"));
     assert!(b
         .rw_lock("renewed")
         .read()
@@ -399,8 +439,8 @@ async fn lost_fires_for_read_and_write_holds_that_are_forced_away() {
     let b = client(&server).await;
     let mut conn = server.conn().await;
     let rw = a.rw_lock("forced");
-    let owner = rw.owner_id().to_owned();
     let read = rw.read().lock().await.unwrap();
+    let owner = read.owner_id().to_owned();
     let lost = read.lost();
     assert!(b.rw_lock("forced").force_unlock().await.unwrap());
     let left: bool = conn.exists(lease_key("forced", &owner, 1)).await.unwrap();
@@ -459,13 +499,15 @@ async fn a_pending_writer_holds_back_new_readers_but_not_reentry() {
             r.unlock().await.unwrap();
         }
     });
-    // The current reader may re-enter (refusing it would deadlock).
-    let again = reader
+    // Another acquire through the reader's own handle is a newcomer too, held back...
+    assert!(reader
         .read()
         .try_lock(Duration::ZERO)
         .await
         .unwrap()
-        .expect("re-entry is never held back");
+        .is_none());
+    // ... but the current reader may re-enter its hold (explicitly, in the process).
+    let again = first.reenter();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         order.lock().unwrap().is_empty(),
@@ -869,7 +911,8 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     assert!(err.is_wrong_type(), "{err}");
     let err = a.rw_lock("plain").write().lock().await.unwrap_err();
     assert!(err.is_wrong_type(), "{err}");
-    assert_eq!(plain.lock().hold_count().await.unwrap(), 1);
+    let count: u64 = conn.hget("plain", plain.owner_id()).await.unwrap();
+    assert_eq!(count, 1, "the plain lock's hold is untouched");
     plain.unlock().await.unwrap();
 
     // A pending-writers key of another type: nothing written.

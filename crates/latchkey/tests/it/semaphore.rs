@@ -120,6 +120,45 @@ async fn acquire_many_release_and_counts() {
     assert_eq!(raw, "5");
 }
 
+/// A semaphore whose permits were never set fails fast (it would otherwise wait for ever),
+/// changing nothing; a `wait_for_init()` handle waits instead, and gets its permit once another
+/// client sets the semaphore up.
+#[tokio::test]
+async fn an_unset_semaphore_fails_fast_unless_waiting_for_init() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let other = crate::helpers::client(&server).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.semaphore("unset");
+    let started = Instant::now();
+    let err = semaphore.acquire(1).await.unwrap_err();
+    assert!(err.is_not_initialized(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "at once: {:?}",
+        started.elapsed()
+    );
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "nothing was written: {keys:?}");
+
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone().wait_for_init();
+        async move { semaphore.acquire(1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "it waits for the permits to be set");
+    assert!(other.semaphore("unset").try_set_permits(2).await.unwrap());
+    let permits = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken once the permits were set")
+        .unwrap()
+        .unwrap();
+    assert_eq!(permits.count(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    permits.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
+}
+
 #[tokio::test]
 async fn invalid_counts_are_rejected_before_io() {
     let server = RedisServer::spawn();
@@ -752,6 +791,50 @@ async fn permit_semaphore_twenty_tasks_on_three_permits() {
         clients[0].tracked_lock_count() + clients[1].tracked_lock_count(),
         0
     );
+}
+
+/// The same for the permit semaphore: an unset one fails fast and changes nothing; a
+/// `wait_for_init()` handle gets a permit once another client sets it up.
+#[tokio::test]
+async fn an_unset_permit_semaphore_fails_fast_unless_waiting_for_init() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let other = crate::helpers::client(&server).await;
+    let mut conn = server.conn().await;
+    let semaphore = client.permit_semaphore("unset");
+    let started = Instant::now();
+    let err = semaphore.acquire(1).await.unwrap_err();
+    assert!(err.is_not_initialized(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "at once: {:?}",
+        started.elapsed()
+    );
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "nothing was written: {keys:?}");
+
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone().wait_for_init();
+        async move { semaphore.acquire(1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "it waits for the permits to be set");
+    assert!(other
+        .permit_semaphore("unset")
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    let permits = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken once the permits were set")
+        .unwrap()
+        .unwrap();
+    assert_eq!(permits.count(), 1);
+    assert_eq!(semaphore.leased().await.unwrap(), 1);
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    permits.release().await.unwrap();
+    assert_eq!(semaphore.available_permits().await.unwrap(), 2);
+    assert_eq!(client.tracked_lock_count(), 0);
 }
 
 #[tokio::test]
