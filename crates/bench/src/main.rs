@@ -1,6 +1,6 @@
-//! `latchkey-bench`: latchkey next to the Rust peer rslock on fixed workloads, with the same
-//! run's ceiling. Not published: it lives here so that installing the `latchkey` command does
-//! not pull rslock.
+//! `latchkey-bench`: latchkey next to the Rust peers rslock and redisson (the crate) on fixed
+//! workloads, with the same run's ceiling. Not published: it lives here so that installing the
+//! `latchkey` command does not pull the peers.
 //!
 //! The workloads are in [`bench`]. Connecting, the private redis-server, the latency samples,
 //! the progress bars and tables are the `latchkey` command's own modules, compiled here from

@@ -6,15 +6,16 @@ use clap::{Args, Parser, ValueEnum};
 
 use crate::duration;
 
-/// Measure latchkey and the Rust peer rslock on fixed workloads.
+/// Measure latchkey and the Rust peers rslock and redisson (the crate) on fixed workloads.
 ///
 /// Workloads: solo (one client, sequential lock+unlock pairs on 64 rotating names), many (64
 /// tasks on one client, each on its own names), contended (8 clients on one lock, a GET + SET
 /// increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo over 3
-/// independent servers), delayed (5000 items, delays 0.5-3 s), held (pairs while one client
-/// holds 100, 10k and 50k locks; latchkey only), ceiling (sequential and pipelined EVALSHA on
-/// the same server). The ceiling is always measured. The clients run on one thread unless
-/// --multi-thread. Without --redis or REDIS_URL, starts private redis-servers for the run.
+/// independent servers; latchkey and rslock), delayed (5000 items, delays 0.5-3 s), held
+/// (pairs while one client holds 100, 10k and 50k locks; latchkey only), ceiling (sequential
+/// and pipelined EVALSHA on the same server). The ceiling is always measured. The clients run
+/// on one thread unless --multi-thread. Without --redis or REDIS_URL, starts private
+/// redis-servers for the run.
 #[derive(Debug, Parser)]
 #[command(name = "latchkey-bench", version)]
 pub struct BenchOpt {
@@ -30,7 +31,7 @@ pub struct BenchOpt {
     /// How long each timed workload runs (after a short warm-up).
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration::positive)]
     pub duration: Duration,
-    /// Do not measure the peer rslock.
+    /// Do not measure the peers (rslock, redisson).
     #[arg(long)]
     pub no_peer: bool,
     /// Run on tokio's multi-threaded runtime (one worker per CPU) instead of one thread. On a

@@ -85,7 +85,12 @@ async fn bench_solo_json_parses() {
         .collect();
     assert_eq!(
         variants,
-        [("latchkey", "unlock"), ("latchkey", "drop"), ("rslock", "")]
+        [
+            ("latchkey", "unlock"),
+            ("latchkey", "drop"),
+            ("rslock", ""),
+            ("redisson", "")
+        ]
     );
     for run in solo {
         assert!(run["count"].as_u64().unwrap() > 0, "{run}");
@@ -98,6 +103,49 @@ async fn bench_solo_json_parses() {
         .unwrap()
         .iter()
         .any(|c| c["workload"] == "solo"));
+}
+
+/// `contended` with both peers: every library's counter is exact, redisson's PINGs (one per
+/// pool checkout) count with its commands, and the workloads redisson cannot run are named.
+#[tokio::test]
+async fn bench_contended_json_measures_both_peers() {
+    let server = RedisServer::spawn();
+    let out = output(bench(
+        Some(&server),
+        &["contended", "fair", "--json", "--duration", "300ms"],
+    ))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let runs = json["contended"].as_array().expect("contended runs");
+    let libraries: Vec<&str> = runs
+        .iter()
+        .map(|r| r["library"].as_str().unwrap())
+        .collect();
+    assert_eq!(libraries, ["latchkey", "rslock", "redisson"]);
+    for run in runs {
+        assert_eq!(run["counter"]["ok"], true, "{run}");
+        assert!(run["count"].as_u64().unwrap() > 0, "{run}");
+    }
+    let redisson = &runs[2]["commands"];
+    assert_eq!(redisson["health_checks"], 0, "{redisson}");
+    assert!(
+        redisson["client_sent"]["ping"].as_u64().unwrap() > 0,
+        "{redisson}"
+    );
+    let notes = json["peer_notes"].as_array().expect("peer notes");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["library"] == "redisson" && n["workload"] == "fair"),
+        "{notes:?}"
+    );
+    assert_eq!(json["fair"].as_array().unwrap().len(), 1);
 }
 
 /// `--duration` is checked when the command line is read: zero is a usage error (exit 64)

@@ -583,7 +583,7 @@ pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
 pub const COUNTER_IDLE_MS: i64 = 60_000;
 
 impl LockKeyNames {
-    /// The names for [`latchkey::Lock`] `name`: `<prefix>:{<name>}`, or
+    /// The names for [`latchkey_redis::Lock`] `name`: `<prefix>:{<name>}`, or
     /// `<prefix>:<name>` when the name has a `{` of its own (Redisson's
     /// `prefixName`, which latchkey follows so that every key of a lock
     /// shares its cluster slot).
@@ -651,7 +651,7 @@ impl LockKeyNames {
     /// The names for the lock the workers of `config` contend for.
     pub fn for_workers(config: &WorkerConfig) -> LockKeyNames {
         let waiter_timeout = config.waiter_timeout_ms.map_or(
-            latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME,
+            latchkey_redis::FairLock::DEFAULT_THREAD_WAIT_TIME,
             Duration::from_millis,
         );
         LockKeyNames::of(config.primitive, &config.lock_name, waiter_timeout)
@@ -711,7 +711,7 @@ impl Quiesced {
             let idle_expiry = *pttl > 0 && *pttl <= max_lease_ms + COUNTER_IDLE_MS;
             let ok = if *key == names.token {
                 kind == "string" && idle_expiry
-            } else if names.idle_expiring.contains(key) {
+            } else if names.idle_expiring.contains(key) || is_registration(key) {
                 idle_expiry
             } else if *key == names.lock {
                 kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
@@ -726,6 +726,12 @@ impl Quiesced {
         }
         problems
     }
+}
+
+/// A client's registration (`latchkey_client:{<client id>}`: host, process, name), which its
+/// watchdog keeps while it holds anything and which expires a watchdog timeout after that.
+fn is_registration(key: &str) -> bool {
+    key.starts_with("latchkey_client:")
 }
 
 fn scan_keys(admin: &mut Admin) -> Vec<String> {
@@ -813,7 +819,7 @@ pub fn quiesce(
     let clean = |admin: &mut Admin| {
         scan_keys(admin)
             .iter()
-            .all(|k| *k == names.token || names.idle_expiring.contains(k))
+            .all(|k| *k == names.token || names.idle_expiring.contains(k) || is_registration(k))
             && subscribed_channels(admin, names).is_empty()
     };
     if poll_until(settle, Duration::from_millis(50), || clean(admin)) {
@@ -821,7 +827,7 @@ pub fn quiesce(
     }
     let mut leftovers = Leftovers::default();
     for key in scan_keys(admin) {
-        if key == names.token || names.idle_expiring.contains(&key) {
+        if key == names.token || names.idle_expiring.contains(&key) || is_registration(&key) {
             continue;
         }
         if key == names.lock {

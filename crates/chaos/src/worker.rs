@@ -7,7 +7,7 @@
 //!
 //! 1. connects a latchkey [`Client`] (to the lock server, or to a fault proxy
 //!    in front of it) and a plain connection to the fencing store;
-//! 2. makes one [`latchkey::Lock`] handle; its client's id (which every owner
+//! 2. makes one [`latchkey_redis::Lock`] handle; its client's id (which every owner
 //!    id of its acquires starts with) is the `process` of every event it
 //!    records, and it writes that id to its owner file (see
 //!    [`owner_file`]) so that the harness can tell which process holds the
@@ -29,7 +29,7 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use latchkey::{
+use latchkey_redis::{
     Client, Election, FairLock, FairLockGuard, Leadership, LockGuard, LockOptions, RedLock,
     RedLockGuard, WriteGuard, WriteLock,
 };
@@ -43,14 +43,14 @@ use crate::store::FENCED_WRITE_LUA;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Primitive {
-    /// [`latchkey::Lock`], the reentrant lock.
+    /// [`latchkey_redis::Lock`], the reentrant lock.
     #[default]
     Lock,
-    /// [`latchkey::FairLock`]: one wait queue in Redis, served in arrival order.
+    /// [`latchkey_redis::FairLock`]: one wait queue in Redis, served in arrival order.
     FairLock,
-    /// The write side of a [`latchkey::RwLock`] (writers exclude each other).
+    /// The write side of a [`latchkey_redis::RwLock`] (writers exclude each other).
     WriteLock,
-    /// A [`latchkey::Election`]: a hold is a leadership, its fencing token the term, its
+    /// A [`latchkey_redis::Election`]: a hold is a leadership, its fencing token the term, its
     /// release a resignation (always the watchdog lease: [`WorkerConfig::lease_ms`] is not
     /// used).
     Election,
@@ -100,7 +100,7 @@ pub struct WorkerConfig {
     /// [`LockGuard::lost`] before giving up on it.
     pub lost_wait_ms: u64,
     /// Use a [`RedLock`] over these servers (an odd number, at least 3)
-    /// instead of a [`latchkey::Lock`] on [`WorkerConfig::lock_url`].
+    /// instead of a [`latchkey_redis::Lock`] on [`WorkerConfig::lock_url`].
     pub redlock_urls: Vec<String>,
     /// The RedLock's per-node timeout.
     pub redlock_node_timeout_ms: u64,
@@ -316,7 +316,7 @@ async fn connect_client(
 /// What the worker locks.
 enum Backend {
     /// A lock on one server; every acquire is an owner of its own.
-    Lock(latchkey::Lock),
+    Lock(latchkey_redis::Lock),
     /// A fair lock on one server; every acquire is an owner of its own.
     Fair(FairLock),
     /// The write side of a read-write lock on one server; every acquire is an owner of its
@@ -371,7 +371,7 @@ impl Held {
         }
     }
 
-    async fn unlock(self) -> latchkey::Result<()> {
+    async fn unlock(self) -> latchkey_redis::Result<()> {
         match self {
             Held::Lock(g) => g.unlock().await,
             Held::Fair(g) => g.unlock().await,

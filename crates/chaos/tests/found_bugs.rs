@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::RedisServer;
 
 /// Found by the `sentinel_failover` scenario, where every hand-off after the failover took

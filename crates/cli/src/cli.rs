@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::connect::Target;
 use crate::exit;
 use crate::opt::{Command, Opt};
-use crate::{demo, elect, list, queue, release, run as run_cmd, status};
+use crate::{cron, demo, elect, list, queue, release, run as run_cmd, status};
 
 /// Runs one subcommand to completion and returns its exit code.
 ///
@@ -23,6 +23,8 @@ pub fn run(opt: Opt) -> Result<ExitCode> {
         Command::Run(opt) => current_thread()?.block_on(run_cmd::run(opt)),
         Command::Elect(opt) => current_thread()?.block_on(elect::run(opt)),
         Command::Leader(opt) => current_thread()?.block_on(elect::leader(opt)),
+        Command::Cron(opt) => current_thread()?.block_on(cron::run(opt)),
+        Command::Jobs(opt) => current_thread()?.block_on(cron::jobs(opt)),
         Command::Status(opt) => current_thread()?.block_on(status::run(opt)),
         Command::List(opt) => current_thread()?.block_on(list::run(opt)),
         Command::Release(opt) => current_thread()?.block_on(release::run(opt)),

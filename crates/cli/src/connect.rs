@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use latchkey::Client;
+use latchkey_redis::Client;
 
 use crate::opt::ConnectOpts;
 use crate::server::EmbeddedRedis;

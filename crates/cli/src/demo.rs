@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use latchkey::Client;
+use latchkey_redis::Client;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 

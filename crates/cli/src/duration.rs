@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, DelayedQueue, MAX_LEASE};
+use latchkey_redis::{Client, DelayedQueue, MAX_LEASE};
 
 /// Parses a duration: a number followed by `ms`, `s`, `m` or `h` (`0` needs no unit).
 pub fn parse(text: &str) -> Result<Duration, String> {

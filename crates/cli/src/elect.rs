@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 use futures_util::StreamExt;
-use latchkey::{Client, Election, Leader, Leadership};
+use latchkey_redis::{Client, ClientInfo, Election, Leader, Leadership};
 use serde_json::json;
 
 use crate::connect::{self, redact, Target};
@@ -159,13 +159,20 @@ pub async fn leader(opt: LeaderOpt) -> Result<ExitCode> {
             .leader()
             .await
             .with_context(|| format!("reading the election `{}`", opt.election))?;
-        println!("{}", describe(&election, leader.as_ref(), opt.json));
+        let who = match leader.as_ref().and_then(|l| l.owner.as_deref()) {
+            Some(owner) => client.client_info(owner).await.ok().flatten(),
+            None => None,
+        };
+        println!(
+            "{}",
+            describe(&election, leader.as_ref(), Some(who.as_ref()), opt.json)
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let mut changes = std::pin::pin!(election.observe());
     while let Some(change) = changes.next().await {
         match change {
-            Ok(leader) => println!("{}", describe(&election, leader.as_ref(), opt.json)),
+            Ok(leader) => println!("{}", describe(&election, leader.as_ref(), None, opt.json)),
             Err(error) if error.is_invalid_argument() => {
                 return Err(anyhow::Error::new(error)
                     .context(format!("watching the election `{}`", opt.election)));
@@ -181,18 +188,36 @@ pub async fn leader(opt: LeaderOpt) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One line: `leader node-a:8080 term 3`, `no leader`, or the JSON object.
-fn describe(election: &Election, leader: Option<&Leader>, as_json: bool) -> String {
+/// `leader node-a:8080 term 3`, `no leader`, or the JSON object; with `client` (what the
+/// leader's client registered, looked up: not while watching), also the leader's owner id and
+/// client (`client <owner>: <who>` on a second line).
+fn describe(
+    election: &Election,
+    leader: Option<&Leader>,
+    client: Option<Option<&ClientInfo>>,
+    as_json: bool,
+) -> String {
+    let owner = leader.and_then(|l| l.owner.as_deref());
     if as_json {
-        return json!({
+        let mut object = json!({
             "election": election.name(),
             "leader": leader.map(|l| l.value.clone()),
             "term": leader.map(|l| l.term),
-        })
-        .to_string();
+        });
+        if let Some(client) = client {
+            object["owner"] = json!(owner);
+            object["client"] = crate::status::client_json(client);
+        }
+        return object.to_string();
     }
-    match leader {
-        Some(leader) => format!("leader {} term {}", leader.value, leader.term),
-        None => "no leader".to_owned(),
+    match (leader, client, owner) {
+        (Some(leader), Some(client), Some(owner)) => format!(
+            "leader {} term {}\nclient {owner}: {}",
+            leader.value,
+            leader.term,
+            crate::status::who(client)
+        ),
+        (Some(leader), ..) => format!("leader {} term {}", leader.value, leader.term),
+        (None, ..) => "no leader".to_owned(),
     }
 }

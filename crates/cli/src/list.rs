@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use latchkey::{Inspection, Kind};
+use latchkey_redis::{Client, ClientInfo, Inspection, Kind};
 use serde_json::json;
 
 use crate::connect::{self, Target};
@@ -23,7 +23,10 @@ pub async fn run(opt: ListOpt) -> Result<ExitCode> {
     let mut found = Vec::new();
     for name in names {
         match client.inspect(&name).await {
-            Ok(Some(inspection)) => found.push(inspection),
+            Ok(Some(inspection)) => {
+                let first = first_holder(&client, &inspection).await;
+                found.push((inspection, first));
+            }
             // Gone since the scan, or not a lock or semaphore.
             Ok(None) => {}
             Err(error) if error.is_wrong_type() || error.is_invalid_argument() => {}
@@ -31,7 +34,7 @@ pub async fn run(opt: ListOpt) -> Result<ExitCode> {
         }
     }
     if opt.json {
-        let rows: Vec<_> = found.iter().map(to_json).collect();
+        let rows: Vec<_> = found.iter().map(|(f, first)| to_json(f, first)).collect();
         println!("{}", serde_json::Value::Array(rows));
         return Ok(ExitCode::SUCCESS);
     }
@@ -39,19 +42,29 @@ pub async fn run(opt: ListOpt) -> Result<ExitCode> {
         eprintln!("no locks or semaphores match `{}`", opt.pattern);
         return Ok(ExitCode::SUCCESS);
     }
-    let width = found.iter().map(|f| f.name.len()).max().unwrap_or(4).max(4);
+    let width = found
+        .iter()
+        .map(|(f, _)| f.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let lease_width = 14;
     println!(
-        "{:<width$}  {:<16}  {:>7}  LEASE",
-        "NAME", "KIND", "HOLDERS"
+        "{:<width$}  {:<16}  {:>7}  {:<lease_width$}  HOLDER",
+        "NAME", "KIND", "HOLDERS", "LEASE"
     );
-    for f in &found {
+    for (f, first) in &found {
         let lease = match (f.kind.is_lock(), lease(f)) {
             (_, Some(left)) => format!("{} left", human(left)),
             (true, None) if !f.holders.is_empty() => "no expiry".to_owned(),
             _ => "-".to_owned(),
         };
+        let holder = match first {
+            Some((_, client)) => short(client.as_ref()),
+            None => "-".to_owned(),
+        };
         println!(
-            "{:<width$}  {:<16}  {:>7}  {lease}",
+            "{:<width$}  {:<16}  {:>7}  {lease:<lease_width$}  {holder}",
             f.name,
             f.kind.as_str(),
             holders(f).map_or_else(|| "-".to_owned(), |n| n.to_string())
@@ -80,12 +93,37 @@ fn lease(f: &Inspection) -> Option<std::time::Duration> {
     }
 }
 
-fn to_json(f: &Inspection) -> serde_json::Value {
+/// A lock's first holder (by owner id) and what its client registered; `None` for a free
+/// lock and for semaphores.
+async fn first_holder(client: &Client, f: &Inspection) -> Option<(String, Option<ClientInfo>)> {
+    let owner = f.holders.first()?.owner.clone();
+    let info = client.client_info(&owner).await.ok().flatten();
+    Some((owner, info))
+}
+
+/// A holder in a few words: its client's name (else program) at host and pid.
+fn short(client: Option<&ClientInfo>) -> String {
+    match client {
+        Some(c) => format!(
+            "{} on {} (pid {})",
+            c.name.as_deref().unwrap_or(&c.program),
+            c.host,
+            c.pid
+        ),
+        None => "unknown (Java client?)".to_owned(),
+    }
+}
+
+fn to_json(f: &Inspection, first: &Option<(String, Option<ClientInfo>)>) -> serde_json::Value {
     json!({
         "name": f.name,
         "kind": f.kind.as_str(),
         "holders": holders(f),
         "remaining_lease_ms": lease(f).map(|d| d.as_millis() as u64),
         "available_permits": f.available_permits,
+        "holder": first.as_ref().map(|(owner, client)| json!({
+            "owner": owner,
+            "client": crate::status::client_json(client.as_ref()),
+        })),
     })
 }

@@ -5,6 +5,7 @@
 
 mod cli;
 mod connect;
+mod cron;
 mod demo;
 mod duration;
 mod elect;

@@ -52,6 +52,25 @@ pub enum Command {
     Elect(ElectOpt),
     /// Show an election's leader and term; with --watch, every change until interrupted.
     Leader(LeaderOpt),
+    /// Run a command on a schedule, on exactly one node of a fleet per occurrence.
+    ///
+    /// Run the same `latchkey cron` on every node: each occurrence (every --every, or on the
+    /// --cron schedule) is claimed by one of them, which runs the command with the run's
+    /// fencing token in LATCHKEY_FENCING_TOKEN, the occurrence's due time in LATCHKEY_DUE_TIME
+    /// (RFC 3339, UTC), LATCHKEY_JOB and LATCHKEY_ATTEMPT. A node that dies while it runs an
+    /// occurrence stops renewing its claim; another node runs it again once the claim's lease
+    /// (--watchdog) has run out, with a higher token. If the claim is lost while the command
+    /// runs, the command gets SIGTERM, then SIGKILL after --grace, as with `run`. SIGTERM or
+    /// SIGINT stops latchkey: it claims nothing more, lets a command that runs finish within
+    /// --grace, and hands the occurrence back otherwise.
+    #[command(
+        after_help = exit::TABLE,
+        override_usage = "latchkey cron [OPTIONS] <JOB> (--every <DURATION> | --cron <EXPRESSION>) -- <COMMAND> [ARGS]..."
+    )]
+    Cron(CronOpt),
+    /// Show the scheduled jobs of a group: schedule, next occurrence, the run going on and the
+    /// last one (with the node that ran it).
+    Jobs(JobsOpt),
     /// Show locks and semaphores: holders, hold counts, remaining lease, fencing token, waiting
     /// clients; a fair lock's queue, a read-write lock's mode, a semaphore's permits.
     ///
@@ -160,6 +179,92 @@ pub struct ElectOpt {
         allow_hyphen_values = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// Options of `latchkey cron`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("schedule").required(true).args(["every", "cron"])))]
+pub struct CronOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The job's name.
+    pub job: String,
+    /// Run every DURATION, at its multiples since the Unix epoch (every 5m: :00, :05, …).
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    pub every: Option<Duration>,
+    /// Run on a cron schedule: five fields (minute hour day month weekday) or six with
+    /// seconds first, e.g. "0 */5 * * * *".
+    #[arg(long, value_name = "EXPRESSION")]
+    pub cron: Option<String>,
+    /// The time zone the --cron schedule is read in (an IANA name, e.g. Europe/Paris).
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub tz: String,
+    /// The job group: the jobs one fleet runs together.
+    #[arg(long, value_name = "GROUP", default_value = "cron")]
+    pub group: String,
+    /// Occurrences missed while no node ran (or a run took longer): `skip`, `once` (run once
+    /// for all of them), or `each:N` (each, up to N).
+    #[arg(long, value_name = "POLICY", default_value = "once", value_parser = missed)]
+    pub missed: latchkey_redis::Missed,
+    /// An occurrence due while a run goes on: `skip` it, or `queue` it after the run.
+    #[arg(long, value_name = "POLICY", default_value = "skip", value_parser = overlap)]
+    pub overlap: latchkey_redis::Overlap,
+    /// Stop a run after this long (SIGTERM, then SIGKILL after --grace). Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    pub max_runtime: Option<Duration>,
+    /// The claim's lease: how long an occurrence whose node died waits before another node
+    /// runs it again. Renewed every third of it. Default: the library's default, 30s.
+    #[arg(long, value_name = "DURATION", value_parser = duration::watchdog)]
+    pub watchdog: Option<Duration>,
+    /// When a run is stopped (claim lost, --max-runtime, shutdown): how long the command has
+    /// between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::grace)]
+    pub grace: Duration,
+    /// Say on stderr when this node runs an occurrence, and how it ended.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command to run and its arguments (after `--`).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+fn missed(text: &str) -> Result<latchkey_redis::Missed, String> {
+    match text {
+        "skip" => Ok(latchkey_redis::Missed::Skip),
+        "once" => Ok(latchkey_redis::Missed::RunOnce),
+        _ => match text.strip_prefix("each:").map(str::parse::<u32>) {
+            Some(Ok(max)) if max > 0 => Ok(latchkey_redis::Missed::RunEach { max }),
+            _ => Err(format!("`{text}`: use skip, once or each:N (N at least 1)")),
+        },
+    }
+}
+
+fn overlap(text: &str) -> Result<latchkey_redis::Overlap, String> {
+    match text {
+        "skip" => Ok(latchkey_redis::Overlap::Skip),
+        "queue" => Ok(latchkey_redis::Overlap::Queue),
+        _ => Err(format!("`{text}`: use skip or queue")),
+    }
+}
+
+/// Options of `latchkey jobs`.
+#[derive(Debug, Args)]
+pub struct JobsOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The job group (`latchkey cron`'s default group is `cron`).
+    #[arg(default_value = "cron")]
+    pub group: String,
+    /// Print JSON (an array of jobs) instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `latchkey leader`.

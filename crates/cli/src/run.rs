@@ -5,7 +5,7 @@ use std::io;
 use std::process::{ExitCode, ExitStatus, Stdio};
 
 use anyhow::{anyhow, Context, Result};
-use latchkey::{Client, Guard, LockOptions};
+use latchkey_redis::{Client, Guard, LockOptions};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -40,7 +40,7 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
     if let Some(lease) = opt.lease {
         options = options.lease(lease);
     }
-    // The plain and the fair lock's guards both implement `latchkey::Guard`.
+    // The plain and the fair lock's guards both implement `latchkey_redis::Guard`.
     if opt.fair {
         let fair = client.fair_lock(opt.lock.clone());
         let acquire = async {
@@ -66,9 +66,9 @@ async fn run_inner(opt: RunOpt) -> Result<u8> {
 async fn hold<G: Guard>(
     opt: &RunOpt,
     target: &Target,
-    lock: &latchkey::Lock,
+    lock: &latchkey_redis::Lock,
     signals: &mut Signals,
-    acquire: impl Future<Output = latchkey::Result<Option<G>>>,
+    acquire: impl Future<Output = latchkey_redis::Result<Option<G>>>,
 ) -> Result<u8> {
     let guard = tokio::select! {
         acquired = acquire => acquired.with_context(|| format!("taking the lock `{}`", opt.lock))?,
@@ -92,7 +92,9 @@ async fn hold<G: Guard>(
         ));
     };
     // Both lock guards have a token.
-    let token = guard.fencing_token().map_or(0, latchkey::FencingToken::get);
+    let token = guard
+        .fencing_token()
+        .map_or(0, latchkey_redis::FencingToken::get);
     if opt.verbose {
         eprintln!(
             "latchkey: took the lock `{}` on {} (fencing token {token})",
@@ -293,7 +295,7 @@ fn forward(pid: u32, signo: i32) {
 }
 
 /// " (held by a:1, 12.3 s left)" for the busy message.
-fn describe_holders(status: &latchkey::LockStatus) -> String {
+fn describe_holders(status: &latchkey_redis::LockStatus) -> String {
     if status.holders.is_empty() {
         return String::new();
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use latchkey::{Client, Inspection, Kind, LockStatus};
+use latchkey_redis::{Client, ClientInfo, Inspection, Kind, LockStatus};
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -57,7 +57,7 @@ async fn watch(client: &Client, names: &[String]) -> Result<ExitCode> {
             _ = interrupt.recv() => break,
             _ = ticks.tick() => {}
         }
-        let fresh = tick % READ_EVERY == 0;
+        let fresh = tick.is_multiple_of(READ_EVERY);
         tick = tick.wrapping_add(1);
         if fresh {
             snapshots.clear();
@@ -127,11 +127,40 @@ enum Snapshot {
 
 /// A lock's holders, lease, token and waiters.
 struct LockView {
-    holders: Vec<(String, u64)>,
+    holders: Vec<HolderView>,
     remaining_lease: Option<Duration>,
     fencing_token: Option<u64>,
     waiting: u64,
     fair_queue: Vec<String>,
+}
+
+/// One holder: its owner id, hold count, and what its client registered, if anything.
+struct HolderView {
+    owner: String,
+    holds: u64,
+    client: Option<ClientInfo>,
+}
+
+/// Who a holder is, for people: what its client registered, or why nothing is known.
+pub fn who(client: Option<&ClientInfo>) -> String {
+    client.map_or_else(
+        || "unknown (a Java client, or one that has stopped)".to_owned(),
+        ClientInfo::to_string,
+    )
+}
+
+/// What a holder's client registered, as JSON (`null` when nothing is known).
+pub fn client_json(client: Option<&ClientInfo>) -> serde_json::Value {
+    client.map_or(serde_json::Value::Null, |c| {
+        json!({
+            "id": c.id,
+            "name": c.name,
+            "host": c.host,
+            "pid": c.pid,
+            "program": c.program,
+            "version": c.version,
+        })
+    })
 }
 
 impl LockView {
@@ -140,10 +169,14 @@ impl LockView {
             holders: status
                 .holders
                 .iter()
-                .map(|h| (h.owner.clone(), h.holds))
+                .map(|h| HolderView {
+                    owner: h.owner.clone(),
+                    holds: h.holds,
+                    client: None,
+                })
                 .collect(),
             remaining_lease: status.remaining_lease,
-            fencing_token: status.fencing_token.map(latchkey::FencingToken::get),
+            fencing_token: status.fencing_token.map(latchkey_redis::FencingToken::get),
             waiting: status.waiting_clients,
             fair_queue,
         }
@@ -154,13 +187,26 @@ impl LockView {
             holders: found
                 .holders
                 .iter()
-                .map(|h| (h.owner.clone(), h.holds))
+                .map(|h| HolderView {
+                    owner: h.owner.clone(),
+                    holds: h.holds,
+                    client: None,
+                })
                 .collect(),
             remaining_lease: found.remaining_lease,
-            fencing_token: found.fencing_token.map(latchkey::FencingToken::get),
+            fencing_token: found.fencing_token.map(latchkey_redis::FencingToken::get),
             waiting: found.waiting_clients,
             fair_queue: found.fair_queue.clone(),
         }
+    }
+
+    /// Reads what each holder's client registered (one read per holder; a failed read leaves
+    /// the holder unknown).
+    async fn identify(mut self, client: &Client) -> LockView {
+        for holder in &mut self.holders {
+            holder.client = client.client_info(&holder.owner).await.ok().flatten();
+        }
+        self
     }
 
     /// The lease left `since` the read, counted down.
@@ -180,13 +226,13 @@ impl Snapshot {
             return Ok(Snapshot::Lock {
                 name: name.to_owned(),
                 kind: "lock",
-                view: LockView::from_status(&status, queue),
+                view: LockView::from_status(&status, queue).identify(client).await,
             });
         };
         let name = name.to_owned();
         Ok(match found.kind {
             Kind::RwLock => Snapshot::RwLock {
-                view: LockView::from_inspection(&found),
+                view: LockView::from_inspection(&found).identify(client).await,
                 mode: found.rw_mode.map(|m| m.as_str()),
                 name,
             },
@@ -205,7 +251,7 @@ impl Snapshot {
                 name,
             },
             kind => Snapshot::Lock {
-                view: LockView::from_inspection(&found),
+                view: LockView::from_inspection(&found).identify(client).await,
                 kind: kind.as_str(),
                 name,
             },
@@ -314,7 +360,13 @@ impl Snapshot {
 fn holders_json(view: &LockView) -> Vec<serde_json::Value> {
     view.holders
         .iter()
-        .map(|(owner, holds)| json!({ "owner": owner, "holds": holds }))
+        .map(|h| {
+            json!({
+                "owner": h.owner,
+                "holds": h.holds,
+                "client": client_json(h.client.as_ref()),
+            })
+        })
         .collect()
 }
 
@@ -329,11 +381,14 @@ fn lock_text(label: &str, name: &str, view: &LockView, since: Duration) -> Strin
             view.holders.len(),
             if view.holders.len() == 1 { "" } else { "s" }
         ));
-        for (owner, holds) in &view.holders {
+        for holder in &view.holders {
             out.push_str(&format!(
-                "holder    {owner}  ({holds} hold{})\n",
-                if *holds == 1 { "" } else { "s" }
+                "holder    {}  ({} hold{})\n",
+                holder.owner,
+                holder.holds,
+                if holder.holds == 1 { "" } else { "s" }
             ));
+            out.push_str(&format!("client    {}\n", who(holder.client.as_ref())));
         }
         match view.lease_left(since) {
             Some(left) => out.push_str(&format!("lease     {} left\n", human(left))),

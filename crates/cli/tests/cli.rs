@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::RedisServer;
 use tokio::process::Command;
 
@@ -88,7 +88,7 @@ async fn run_exits_with_the_commands_status_and_passes_the_token() {
     let status = client(&server).await.lock("job").status().await.unwrap();
     assert!(status.holders.is_empty());
     assert_eq!(
-        status.fencing_token.map(latchkey::FencingToken::get),
+        status.fencing_token.map(latchkey_redis::FencingToken::get),
         Some(second),
         "the latest holder's token"
     );
@@ -267,6 +267,61 @@ async fn status_json_describes_the_lock() {
     assert_eq!(json["holders"].as_array().unwrap().len(), 0);
 }
 
+/// `status`, `list` and `leader` say who holds a lock: the host, process and name its client
+/// registered; a holder that registered nothing (a Redisson client) is "unknown".
+#[tokio::test]
+async fn status_and_list_show_the_holders_client() {
+    let server = RedisServer::spawn();
+    let client = Client::builder(server.url())
+        .client_name("billing-worker-3")
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock("billed").lock().await.unwrap();
+    let pid = std::process::id();
+    let out = output(latchkey(Some(&server), &["status", "billed"])).await;
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "holder    {}  (1 hold)\nclient    billing-worker-3 (",
+            guard.owner_id()
+        )) && text.contains(&format!(", pid {pid} on ")),
+        "{text}"
+    );
+    let out = output(latchkey(Some(&server), &["status", "billed", "--json"])).await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let registered = &json["holders"][0]["client"];
+    assert_eq!(registered["name"], "billing-worker-3");
+    assert_eq!(registered["pid"], pid);
+    assert_eq!(registered["id"], client.id());
+    assert!(registered["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("latchkey-redis "));
+    let out = output(latchkey(Some(&server), &["list"])).await;
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l.starts_with("billed ")
+            && l.ends_with(&format!(
+                "billing-worker-3 on {} (pid {pid})",
+                registered["host"].as_str().unwrap()
+            ))),
+        "{text}"
+    );
+    guard.unlock().await.unwrap();
+    // A Redisson holder (owner `<uuid>:<thread id>`, no registration).
+    let _: () = redis::cmd("HSET")
+        .arg("java-held")
+        .arg("6f1c64d4-6a8b-4f8e-9d4e-2c1a9b7e5f00:57")
+        .arg(1)
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap();
+    let out = output(latchkey(Some(&server), &["status", "java-held"])).await;
+    let text = stdout(&out);
+    assert!(text.contains("client    unknown (a Java client"), "{text}");
+}
+
 #[tokio::test]
 async fn release_force_yes_frees_a_held_lock() {
     let server = RedisServer::spawn();
@@ -430,7 +485,7 @@ async fn run_waits_through_a_redis_stall() {
     let client = client(&server).await;
     let held = client
         .lock("stalled")
-        .lock_with(latchkey::LockOptions::new().lease(Duration::from_millis(1500)))
+        .lock_with(latchkey_redis::LockOptions::new().lease(Duration::from_millis(1500)))
         .await
         .unwrap();
     std::mem::forget(held);

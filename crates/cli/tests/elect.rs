@@ -3,7 +3,7 @@
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::{eventually, RedisServer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -235,9 +235,20 @@ async fn leader_prints_the_leader_and_watch_follows_every_change() {
     assert!(second > first, "terms go up: {first} then {second}");
     let out = output(latchkey(&server, &["leader", "--json", "watched"])).await;
     let parsed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        parsed,
-        serde_json::json!({"election": "watched", "leader": "node-b", "term": second})
+    assert_eq!(parsed["election"], "watched");
+    assert_eq!(parsed["leader"], "node-b");
+    assert_eq!(parsed["term"], second);
+    // Who leads: the campaign's owner id and what its client registered (this process).
+    let owner = parsed["owner"].as_str().unwrap();
+    assert!(owner.starts_with(&format!("{}:", client.id())), "{owner}");
+    assert_eq!(parsed["client"]["id"], client.id());
+    assert_eq!(parsed["client"]["pid"], std::process::id());
+    let out = output(latchkey(&server, &["leader", "watched"])).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("\nclient {owner}: "))
+            && text.contains(&format!("pid {}", std::process::id())),
+        "{text}"
     );
     leadership.resign().await.unwrap();
 

@@ -1,4 +1,4 @@
-//! latchkey from synchronous code: `latchkey::blocking`.
+//! latchkey from synchronous code: `latchkey_redis::blocking`.
 //!
 //! Four threads take turns on one lock to update a shared record, then wait on a latch until
 //! all of them are done; a delayed-queue item is sent and received on the way. No async code:
@@ -7,15 +7,15 @@
 //! Run with a Redis server at `REDIS_URL` (default `redis://127.0.0.1:6379`):
 //!
 //! ```text
-//! cargo run -p latchkey --example blocking
+//! cargo run -p latchkey-redis --example blocking
 //! ```
 
 use std::thread;
 use std::time::Duration;
 
-use latchkey::blocking::Client;
+use latchkey_redis::blocking::Client;
 
-fn main() -> latchkey::Result<()> {
+fn main() -> latchkey_redis::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let client = Client::connect(url)?;
 
@@ -32,7 +32,7 @@ fn main() -> latchkey::Result<()> {
             // they share a handle or not.
             let lock = client.lock("example:blocking:record");
             let (client, done) = (client.clone(), done.clone());
-            thread::spawn(move || -> latchkey::Result<()> {
+            thread::spawn(move || -> latchkey_redis::Result<()> {
                 // Waits (woken by pub/sub) until the lock is free.
                 let guard = client.hold(lock.lock())?;
                 // A store would refuse writes with a token smaller than one it has seen.

@@ -10,14 +10,14 @@
 //! of dead letters for a human. A payload the worker cannot decode is set aside by the library
 //! (its dead-letter hash, counted by `dead_letter_len`): the worker never sees it.
 //!
-//! Run: `cargo run -p latchkey --example delayed_queue` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example delayed_queue` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use serde::{Deserialize, Serialize};
 
 const NAMESPACE: &str = "latchkey-example-delayed-queue";

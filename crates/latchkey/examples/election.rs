@@ -7,19 +7,19 @@
 //! was paused past its lease cannot overwrite a newer leader's work.
 //!
 //! ```text
-//! REDIS_URL=redis://127.0.0.1:6379 NODE=a cargo run -p latchkey --example election
-//! REDIS_URL=redis://127.0.0.1:6379 NODE=b cargo run -p latchkey --example election
+//! REDIS_URL=redis://127.0.0.1:6379 NODE=a cargo run -p latchkey-redis --example election
+//! REDIS_URL=redis://127.0.0.1:6379 NODE=b cargo run -p latchkey-redis --example election
 //! ```
 
 use std::time::Duration;
 
-use latchkey::{Client, Leadership};
+use latchkey_redis::{Client, Leadership};
 
 /// How often the leader runs the job.
 const EVERY: Duration = Duration::from_secs(5);
 
 #[tokio::main]
-async fn main() -> latchkey::Result<()> {
+async fn main() -> latchkey_redis::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let node = std::env::var("NODE").unwrap_or_else(|_| format!("pid-{}", std::process::id()));
     let client = Client::connect(url).await?;

@@ -9,7 +9,7 @@
 //! Here a holder keeps the lock while five clients line up one after another; then it lets go
 //! and the example checks that they got the lock in the order they queued.
 //!
-//! Run: `cargo run -p latchkey --example fair_lock` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example fair_lock` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
@@ -17,7 +17,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 
 const NAMESPACE: &str = "latchkey-example-fair-lock";
 const WAITERS: usize = 5;

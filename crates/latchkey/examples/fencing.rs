@@ -9,7 +9,7 @@
 //! Here worker A takes the lock with a 300 ms lease (no watchdog), then "pauses" for a second;
 //! worker B takes the expired lock and writes; A wakes up and tries to write: refused.
 //!
-//! Run: `cargo run -p latchkey --example fencing` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example fencing` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
@@ -17,7 +17,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use latchkey::{Client, FencingToken, LockOptions};
+use latchkey_redis::{Client, FencingToken, LockOptions};
 
 const NAMESPACE: &str = "latchkey-example-fencing";
 

@@ -9,14 +9,14 @@
 //!
 //! Round 1: four workers meet at the barrier. Round 2: one worker dies before counting down.
 //!
-//! Run: `cargo run -p latchkey --example latch_barrier` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example latch_barrier` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use tokio::time::Instant;
 
 const NAMESPACE: &str = "latchkey-example-latch-barrier";
@@ -48,7 +48,7 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Runs the workers of one round; returns how many passed the barrier.
-async fn round(client: &Client, name: &str, dies: Option<u64>) -> latchkey::Result<u64> {
+async fn round(client: &Client, name: &str, dies: Option<u64>) -> latchkey_redis::Result<u64> {
     let latch = client.count_down_latch(name);
     latch.try_set_count(WORKERS).await?; // the coordinator (or the first worker) arms it
     let start = Instant::now();
@@ -74,7 +74,7 @@ async fn round(client: &Client, name: &str, dies: Option<u64>) -> latchkey::Resu
                 "  worker {worker} starts phase 2 at {} ms",
                 start.elapsed().as_millis()
             );
-            Ok::<_, latchkey::Error>(true)
+            Ok::<_, latchkey_redis::Error>(true)
         }));
     }
     let mut passed = 0;

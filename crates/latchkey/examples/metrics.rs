@@ -1,7 +1,7 @@
 //! Serves latchkey's metrics for Prometheus while a few workers contend for a lock.
 //!
 //! ```sh
-//! REDIS_URL=redis://127.0.0.1:6379 PORT=9000 cargo run -p latchkey --example metrics
+//! REDIS_URL=redis://127.0.0.1:6379 PORT=9000 cargo run -p latchkey-redis --example metrics
 //! curl -s http://127.0.0.1:9000/metrics | grep latchkey_
 //! ```
 //!
@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("metrics on http://127.0.0.1:{port}/metrics");
 
     // One lock name, so it is safe to label the metrics with it.
-    let client = latchkey::Client::builder(url)
+    let client = latchkey_redis::Client::builder(url)
         .metrics_name_label(true)
         .connect()
         .await?;

@@ -12,14 +12,14 @@
 //! Every hold has a fencing token, larger than every earlier holder's (see `fencing.rs`).
 //!
 //! Run: start three servers, e.g. `redis-server --port 6380 --save ''` (and 6381; 6379 is the
-//! usual one), then `cargo run -p latchkey --example redlock`. Other servers:
+//! usual one), then `cargo run -p latchkey-redis --example redlock`. Other servers:
 //! `REDIS_URLS=redis://host1:6379,redis://host2:6379,redis://host3:6379`.
 
 mod support;
 
 use std::time::Duration;
 
-use latchkey::{Client, RedLock};
+use latchkey_redis::{Client, RedLock};
 use tokio::time::Instant;
 
 const NAMESPACE: &str = "latchkey-example-redlock";
@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// A RedLock over one lazy client per server: made without connecting, so it starts (and
 /// locks with the others) while a minority of the servers is down.
-fn redlock(urls: &[String]) -> latchkey::Result<RedLock> {
+fn redlock(urls: &[String]) -> latchkey_redis::Result<RedLock> {
     let mut nodes = Vec::new();
     for url in urls {
         nodes.push(Client::builder(url).namespace(NAMESPACE).connect_lazy()?);

@@ -9,14 +9,14 @@
 //!
 //! The same run twice: without the lock (torn reads are likely), then with it (none).
 //!
-//! Run: `cargo run -p latchkey --example rw_cache` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example rw_cache` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 

@@ -10,7 +10,7 @@
 //! Here a "crashed" worker leaves one of 3 permits behind with a 1 s lease, then 8 tasks share
 //! the budget; the example counts how many run at once.
 //!
-//! Run: `cargo run -p latchkey --example semaphore_budget` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example semaphore_budget` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use latchkey::{Client, PermitOptions};
+use latchkey_redis::{Client, PermitOptions};
 
 const NAMESPACE: &str = "latchkey-example-semaphore-budget";
 const BUDGET: u32 = 3;

@@ -9,14 +9,14 @@
 //! Three runs: the watchdog keeps a lock through a job longer than its timeout; a second
 //! connection force-unlocks the lock mid-job; a fixed lease (no watchdog) runs out mid-job.
 //!
-//! Run: `cargo run -p latchkey --example worker_lost` (uses `REDIS_URL`, default
+//! Run: `cargo run -p latchkey-redis --example worker_lost` (uses `REDIS_URL`, default
 //! `redis://127.0.0.1:6379`).
 
 mod support;
 
 use std::time::Duration;
 
-use latchkey::{Client, Guard, LockOptions};
+use latchkey_redis::{Client, Guard, LockOptions};
 
 const NAMESPACE: &str = "latchkey-example-worker-lost";
 
@@ -37,7 +37,7 @@ async fn job(run: &str) {
 }
 
 /// Runs the job under `guard`; returns whether it finished.
-async fn run_guarded(run: &str, guard: impl Guard) -> latchkey::Result<bool> {
+async fn run_guarded(run: &str, guard: impl Guard) -> latchkey_redis::Result<bool> {
     tokio::select! {
         _ = guard.lost() => {
             println!("  [{run}] lock lost: job stopped");
@@ -74,7 +74,7 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(350)).await;
         let existed = operator.lock("nightly-report").force_unlock().await?;
         println!("  [operator] force_unlock: lock existed = {existed}");
-        Ok::<(), latchkey::Error>(())
+        Ok::<(), latchkey_redis::Error>(())
     });
     let finished = run_guarded("forced", guard).await?;
     force.await??;

@@ -4,7 +4,7 @@
 //! [`Client`] owns a private Tokio runtime whose worker thread runs the client's background
 //! work (the watchdog that renews leases, the pub/sub connection that wakes waiters, the task
 //! that finishes releases) whether or not the calling thread is blocked. It dereferences to the
-//! async [`latchkey::Client`](crate::Client), so every handle is the async one
+//! async [`latchkey_redis::Client`](crate::Client), so every handle is the async one
 //! (`client.lock(name)` is a [`Lock`](crate::Lock)); [`Client::run`] runs any of their async
 //! operations on the runtime and waits for it, and [`Client::hold`] does the same for an
 //! acquire, wrapping the guard in a [`Guard`]. The types, guarantees and errors are the async
@@ -31,9 +31,9 @@
 //! # Examples
 //!
 //! ```no_run
-//! use latchkey::blocking::Client;
+//! use latchkey_redis::blocking::Client;
 //!
-//! fn main() -> latchkey::Result<()> {
+//! fn main() -> latchkey_redis::Result<()> {
 //!     let client = Client::connect("redis://127.0.0.1:6379")?;
 //!     let lock = client.lock("orders:1001"); // the async handle: making it sends nothing
 //!
@@ -152,16 +152,17 @@ impl Rt {
 fn outside_runtime() -> Result<()> {
     if Handle::try_current().is_ok() {
         return Err(Error::Config {
-            reason: "a `latchkey::blocking` call was made inside a Tokio runtime, where it would \
-                     block the runtime's thread; use the async API (`latchkey::Client`) there"
-                .to_owned(),
+            reason:
+                "a `latchkey_redis::blocking` call was made inside a Tokio runtime, where it would \
+                     block the runtime's thread; use the async API (`latchkey_redis::Client`) there"
+                    .to_owned(),
         });
     }
     Ok(())
 }
 
 /// A latchkey client for synchronous code (see the [module docs](self)): the async
-/// [`latchkey::Client`](crate::Client) (which it dereferences to, for the handles) and a
+/// [`latchkey_redis::Client`](crate::Client) (which it dereferences to, for the handles) and a
 /// runtime thread of its own that runs its operations.
 ///
 /// Cloning it is cheap: the clones share the client and the runtime.
@@ -169,8 +170,8 @@ fn outside_runtime() -> Result<()> {
 /// # Examples
 ///
 /// ```no_run
-/// # fn main() -> latchkey::Result<()> {
-/// let client = latchkey::blocking::Client::connect("redis://127.0.0.1:6379")?;
+/// # fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::blocking::Client::connect("redis://127.0.0.1:6379")?;
 /// let guard = client.hold(client.lock("orders:1001").lock())?;
 /// guard.unlock()?;
 /// # Ok(())
@@ -210,8 +211,8 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn main() -> latchkey::Result<()> {
-    /// let client = latchkey::blocking::Client::connect("redis://127.0.0.1:6379")?;
+    /// # fn main() -> latchkey_redis::Result<()> {
+    /// let client = latchkey_redis::blocking::Client::connect("redis://127.0.0.1:6379")?;
     /// # Ok(())
     /// # }
     /// ```
@@ -228,11 +229,11 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn main() -> latchkey::Result<()> {
+    /// # fn main() -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// let builder = latchkey::Client::builder("redis://127.0.0.1:6379")
+    /// let builder = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
     ///     .watchdog_timeout(Duration::from_secs(10));
-    /// let client = latchkey::blocking::Client::from_builder(builder)?;
+    /// let client = latchkey_redis::blocking::Client::from_builder(builder)?;
     /// # Ok(())
     /// # }
     /// ```
@@ -254,9 +255,9 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn main() -> latchkey::Result<()> {
-    /// let node = latchkey::Client::builder("redis://10.0.0.1:6379");
-    /// let client = latchkey::blocking::Client::connect_lazy(node)?;
+    /// # fn main() -> latchkey_redis::Result<()> {
+    /// let node = latchkey_redis::Client::builder("redis://10.0.0.1:6379");
+    /// let client = latchkey_redis::blocking::Client::connect_lazy(node)?;
     /// # Ok(())
     /// # }
     /// ```
@@ -285,7 +286,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// let latch = client.count_down_latch("batch-42");
     /// client.run(latch.try_set_count(2))?;
     /// let left = client.run(latch.count_down())?;
@@ -307,7 +308,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// let config = client.rw_lock("config");
     /// let read = client.hold(config.read().lock())?;
     /// read.unlock()?;
@@ -329,7 +330,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let lock = client.lock("orders:1001");
     /// match client.try_hold(lock.try_lock(Duration::from_millis(500)))? {
@@ -351,7 +352,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client, guard: latchkey::LockGuard) {
+    /// # fn f(client: latchkey_redis::blocking::Client, guard: latchkey_redis::LockGuard) {
     /// let guard = client.guard(guard);
     /// # }
     /// ```
@@ -405,7 +406,7 @@ impl<G> Guard<G> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// let inbox = client.blocking_queue::<String>("emails");
     /// let delivery = client.hold(inbox.take())?;
     /// println!("{}", delivery.item());
@@ -445,7 +446,7 @@ impl<G: crate::Guard> Guard<G> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// let guard = client.hold(client.fair_lock("payouts").lock())?;
     /// guard.unlock()?;
     /// # Ok(())
@@ -465,7 +466,7 @@ impl<G: crate::Guard> Guard<G> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::blocking::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let guard = client.hold(client.lock("orders:1001").lock())?;
     /// if guard.wait_lost(Duration::from_secs(1))? {

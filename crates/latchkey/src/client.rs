@@ -8,17 +8,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::FromRedisValue;
+use redis::{Cmd, FromRedisValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{Conn, Target};
+use crate::client_info::Registration;
+use crate::conn::{within, Conn, Target};
 use crate::connect::{redact, Endpoint, Topology};
-use crate::error::{Error, Result};
-use crate::pubsub::{Hub, HubSettings};
+use crate::error::{check_range, Error, Result, HOUR};
+use crate::keys::check_name;
+use crate::metrics::Site;
+use crate::pubsub::{Hub, HubSettings, WakePolicy};
 use crate::replica::{AcquireCall, ReplicaSync, Replicas, REPLICA_LOSS_GRACE};
+use crate::scripts::Invocation;
 use crate::sentinel_watch::{self, Follow, Resends};
 use crate::task::{self, Agents, Task};
+use crate::wait::Waiting;
 use crate::watchdog::{self, Registry, MAX_LEASE};
 
 /// Settings of a [`Client`], made with [`Client::builder`].
@@ -27,10 +32,10 @@ use crate::watchdog::{self, Registry, MAX_LEASE};
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
+/// # async fn main() -> latchkey_redis::Result<()> {
 /// use std::time::Duration;
 ///
-/// let client = latchkey::Client::builder("redis://127.0.0.1:6379")
+/// let client = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
 ///     .watchdog_timeout(Duration::from_secs(10))
 ///     .command_timeout(Duration::from_secs(2))
 ///     .connect()
@@ -58,6 +63,7 @@ pub struct ClientBuilder {
     pub(crate) replica_sync: ReplicaSync,
     pub(crate) replica_loss_grace: Duration,
     pub(crate) metrics_name_label: bool,
+    pub(crate) client_name: Option<String>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -70,6 +76,7 @@ impl fmt::Debug for ClientBuilder {
             .field("subscription_linger", &self.subscription_linger)
             .field("namespace", &self.namespace)
             .field("metrics_name_label", &self.metrics_name_label)
+            .field("client_name", &self.client_name)
             .finish()
     }
 }
@@ -106,6 +113,7 @@ impl ClientBuilder {
             replica_sync: ReplicaSync::Auto,
             replica_loss_grace: REPLICA_LOSS_GRACE,
             metrics_name_label: false,
+            client_name: None,
         }
     }
 
@@ -118,8 +126,8 @@ impl ClientBuilder {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f() -> latchkey::Result<()> {
-    /// let client = latchkey::Client::builder("redis://127.0.0.1:6379")
+    /// # async fn f() -> latchkey_redis::Result<()> {
+    /// let client = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
     ///     .metrics_name_label(true) // latchkey_acquires_total{primitive="lock",name="nightly-report",…}
     ///     .connect()
     ///     .await?;
@@ -128,6 +136,27 @@ impl ClientBuilder {
     /// ```
     pub fn metrics_name_label(mut self, enabled: bool) -> ClientBuilder {
         self.metrics_name_label = enabled;
+        self
+    }
+
+    /// A name for this client, shown beside its owner ids by the tools that list holders
+    /// (`latchkey status`, [`Client::client_info`]) with the host, process id and program,
+    /// which every client registers anyway: e.g. the service and its instance. At most 256
+    /// bytes, no control characters.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> latchkey_redis::Result<()> {
+    /// let client = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
+    ///     .client_name("billing-worker-3")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn client_name(mut self, name: impl Into<String>) -> ClientBuilder {
+        self.client_name = Some(name.into());
         self
     }
 
@@ -146,11 +175,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
+    /// # async fn main() -> latchkey_redis::Result<()> {
     /// // Once, at the start of the program: latchkey uses the process's rustls provider.
     /// let _ = rustls::crypto::ring::default_provider().install_default();
     /// let ca = std::fs::read("ca.pem").expect("the CA file");
-    /// let client = latchkey::Client::builder("rediss://redis.internal:6380")
+    /// let client = latchkey_redis::Client::builder("rediss://redis.internal:6380")
     ///     .tls_root_certificate(ca)
     ///     .connect()
     ///     .await?;
@@ -170,10 +199,10 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
+    /// # async fn main() -> latchkey_redis::Result<()> {
     /// let _ = rustls::crypto::ring::default_provider().install_default();
     /// let (cert, key) = (std::fs::read("client.pem"), std::fs::read("client.key"));
-    /// let client = latchkey::Client::builder("rediss://redis.internal:6380")
+    /// let client = latchkey_redis::Client::builder("rediss://redis.internal:6380")
     ///     .tls_client_identity(cert.expect("the certificate"), key.expect("the key"))
     ///     .connect()
     ///     .await?;
@@ -238,9 +267,9 @@ impl ClientBuilder {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f() -> latchkey::Result<()> {
+    /// # async fn f() -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// let client = latchkey::Client::builder("redis+sentinel://127.0.0.1:26379/mymaster")
+    /// let client = latchkey_redis::Client::builder("redis+sentinel://127.0.0.1:26379/mymaster")
     ///     .replica_loss_grace(Duration::from_secs(30))
     ///     .connect()
     ///     .await?;
@@ -271,11 +300,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
+    /// # async fn main() -> latchkey_redis::Result<()> {
     /// // The service's client, built once with its own settings.
-    /// let redis = latchkey::redis::Client::open("redis://app:secret@127.0.0.1:6379/0")
+    /// let redis = latchkey_redis::redis::Client::open("redis://app:secret@127.0.0.1:6379/0")
     ///     .expect("a valid url");
-    /// let client = latchkey::ClientBuilder::from_redis_client(redis)
+    /// let client = latchkey_redis::ClientBuilder::from_redis_client(redis)
     ///     .namespace("billing")
     ///     .connect()
     ///     .await?;
@@ -289,7 +318,8 @@ impl ClientBuilder {
             redis::ConnectionAddr::Unix(_) => "redis+unix",
             _ => "redis",
         };
-        let url = format!("{scheme}://{}", info.addr());
+        // With the database: MultiLock and RedLock tell servers (and databases) apart by URL.
+        let url = format!("{scheme}://{}/{}", info.addr(), info.redis_settings().db());
         ClientBuilder {
             source: Source::Client(Box::new(client)),
             ..ClientBuilder::new(url)
@@ -308,14 +338,14 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
-    /// use latchkey::redis::{cluster::ClusterClient, ProtocolVersion};
+    /// # async fn main() -> latchkey_redis::Result<()> {
+    /// use latchkey_redis::redis::{cluster::ClusterClient, ProtocolVersion};
     ///
     /// let redis = ClusterClient::builder(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
     ///     .use_protocol(ProtocolVersion::RESP3)
     ///     .build()
     ///     .expect("valid seed nodes");
-    /// let client = latchkey::ClientBuilder::from_cluster_client(redis).connect().await?;
+    /// let client = latchkey_redis::ClientBuilder::from_cluster_client(redis).connect().await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -343,13 +373,13 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
-    /// use latchkey::redis::sentinel::{SentinelClient, SentinelServerType};
+    /// # async fn main() -> latchkey_redis::Result<()> {
+    /// use latchkey_redis::redis::sentinel::{SentinelClient, SentinelServerType};
     ///
     /// let sentinels = vec!["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"];
     /// let redis = SentinelClient::build(sentinels, "mymaster".to_owned(), None, SentinelServerType::Master)
     ///     .expect("valid sentinel addresses");
-    /// let client = latchkey::ClientBuilder::from_sentinel_client(redis, "mymaster")
+    /// let client = latchkey_redis::ClientBuilder::from_sentinel_client(redis, "mymaster")
     ///     .connect()
     ///     .await?;
     /// # Ok(())
@@ -389,9 +419,7 @@ impl ClientBuilder {
                     .to_owned(),
             });
         };
-        let context = "asking the sentinels";
         let timeout = self.connect_timeout + self.command_timeout;
-        let from_redis = |e| Error::from_redis(e, context, "", timeout);
         let discover = async {
             let sentinel = client.async_get_sentinel_client().await?;
             let first = sentinel.get_connection_info().addr().to_string();
@@ -411,10 +439,7 @@ impl ClientBuilder {
             }));
             Ok::<_, redis::RedisError>(urls)
         };
-        let sentinels = match tokio::time::timeout(timeout, discover).await {
-            Ok(urls) => urls.map_err(from_redis)?,
-            Err(_) => return Err(Error::Timeout { timeout, context }),
-        };
+        let sentinels = within(timeout, "asking the sentinels", "", discover).await?;
         Ok(Target::Sentinel(Arc::new(crate::conn::SentinelTarget {
             client: tokio::sync::Mutex::new(client),
             sentinels,
@@ -437,7 +462,6 @@ impl ClientBuilder {
                 source: crate::conn::ClusterSource::Client(client.clone()),
                 connect_timeout: endpoint.connect_timeout,
                 command_timeout: endpoint.command_timeout,
-                replica_wait: endpoint.replica_wait,
             }))),
         }
     }
@@ -472,6 +496,14 @@ impl ClientBuilder {
                 ));
             }
         }
+        if let Some(name) = &self.client_name {
+            if name.is_empty() || name.len() > 256 || name.chars().any(char::is_control) {
+                return Err(Error::invalid(
+                    "client name",
+                    format!("{name:?} must be 1 to 256 bytes without control characters"),
+                ));
+            }
+        }
         if self.watchdog_timeout < Client::MIN_WATCHDOG_TIMEOUT {
             return Err(Error::invalid(
                 "watchdog timeout",
@@ -491,27 +523,17 @@ impl ClientBuilder {
                 ),
             ));
         }
+        let hint = "use more than zero and at most one hour";
         for (what, value) in [
             ("connect timeout", self.connect_timeout),
             ("command timeout", self.command_timeout),
         ] {
-            if value.is_zero() || value > Duration::from_secs(3600) {
-                return Err(Error::invalid(
-                    what,
-                    format!("{value:?} is out of range; use more than zero and at most one hour"),
-                ));
-            }
+            check_range(what, value, Duration::from_nanos(1)..=HOUR, hint)?;
         }
-        if self.replica_loss_grace > Duration::from_secs(3600) {
-            return Err(Error::invalid(
-                "replica loss grace",
-                format!(
-                    "{:?} is out of range; use at most one hour",
-                    self.replica_loss_grace
-                ),
-            ));
-        }
-        if self.subscription_linger > Duration::from_secs(3600) {
+        let grace = self.replica_loss_grace;
+        let hint = "use at most one hour";
+        check_range("replica loss grace", grace, Duration::ZERO..=HOUR, hint)?;
+        if self.subscription_linger > HOUR {
             return Err(Error::invalid(
                 "subscription linger",
                 "use at most one hour".to_owned(),
@@ -602,8 +624,8 @@ async fn check_resp3(conn: &Conn) -> Result<()> {
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let lock = client.lock("orders:1001");
 /// let guard = lock.lock().await?;
 /// // … the critical section …
@@ -660,6 +682,66 @@ impl Drop for Inner {
     }
 }
 
+/// A named object of a client (a lock, a semaphore, a queue, …): its commands run on the
+/// client's command connection, within the command timeout, and name it in errors.
+pub(crate) trait Object {
+    fn client(&self) -> &Client;
+
+    /// The name as the user gave it, for errors.
+    fn name(&self) -> &str;
+
+    /// Runs one script call on the object (see [`Conn::script`]).
+    async fn script<T: FromRedisValue + Send>(
+        &self,
+        invocation: &Invocation<'_>,
+        context: &'static str,
+    ) -> Result<T> {
+        let conn = &self.client().inner.conn;
+        conn.script(invocation, context, self.name()).await
+    }
+
+    /// One read-only command on the object (the name checked first).
+    async fn read<T: FromRedisValue + Send>(&self, cmd: &Cmd, context: &'static str) -> Result<T> {
+        check_name(self.name())?;
+        self.client()
+            .inner
+            .conn
+            .query(cmd, context, self.name())
+            .await
+    }
+
+    /// The wait of an acquire of this object on `channel`, its acquire metrics recorded as
+    /// `primitive`'s.
+    fn waiting<'a>(
+        &'a self,
+        channel: &'a str,
+        policy: WakePolicy,
+        primitive: &'static str,
+    ) -> Waiting<'a> {
+        let site = Site::new(self.client(), primitive, self.name());
+        Waiting::new(&self.client().inner.hub, channel, policy).metered(site)
+    }
+}
+
+/// [`Object`] for a handle whose `inner` (or the field path given) has the client and the name.
+macro_rules! object {
+    ($handle:ty) => {
+        crate::client::object!($handle, inner);
+    };
+    ($handle:ty, $($inner:ident).+) => {
+        impl crate::client::Object for $handle {
+            fn client(&self) -> &crate::client::Client {
+                &self.$($inner).+.client
+            }
+
+            fn name(&self) -> &str {
+                &self.$($inner).+.name
+            }
+        }
+    };
+}
+pub(crate) use object;
+
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
@@ -678,7 +760,7 @@ impl Client {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::Client::DEFAULT_WATCHDOG_TIMEOUT, Duration::from_secs(30));
+    /// assert_eq!(latchkey_redis::Client::DEFAULT_WATCHDOG_TIMEOUT, Duration::from_secs(30));
     /// ```
     pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -689,7 +771,7 @@ impl Client {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::Client::MIN_WATCHDOG_TIMEOUT, Duration::from_millis(300));
+    /// assert_eq!(latchkey_redis::Client::MIN_WATCHDOG_TIMEOUT, Duration::from_millis(300));
     /// ```
     pub const MIN_WATCHDOG_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -707,8 +789,8 @@ impl Client {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
-    /// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+    /// # async fn main() -> latchkey_redis::Result<()> {
+    /// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -726,9 +808,14 @@ impl Client {
         let registry = Arc::new(Registry::new().with_name_label(config.metrics_name_label));
         let id = uuid::Uuid::new_v4();
         let wake_id = 2 + ((id.as_u128() >> 66) as u64);
+        let registration = Arc::new(Registration::new(
+            &id.to_string(),
+            config.client_name.as_deref(),
+        ));
         watchdog::start(
             conn.clone(),
             registry.clone(),
+            registration,
             config.watchdog_timeout,
             config.command_timeout,
             shutdown.clone(),
@@ -846,8 +933,8 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> latchkey::Result<()> {
-    /// use latchkey::{Client, RedLock};
+    /// # async fn main() -> latchkey_redis::Result<()> {
+    /// use latchkey_redis::{Client, RedLock};
     ///
     /// let mut nodes = Vec::new();
     /// for url in ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"] {

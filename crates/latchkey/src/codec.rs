@@ -21,17 +21,17 @@ use crate::error::{Error, Result};
 /// # Examples
 ///
 /// ```
-/// use latchkey::{Codec, Error};
+/// use latchkey_redis::{Codec, Error};
 ///
 /// /// Plain UTF-8 strings, without JSON quotes.
 /// #[derive(Clone, Copy, Debug, Default)]
 /// struct Utf8;
 ///
 /// impl Codec<String> for Utf8 {
-///     fn encode(&self, item: &String) -> latchkey::Result<Vec<u8>> {
+///     fn encode(&self, item: &String) -> latchkey_redis::Result<Vec<u8>> {
 ///         Ok(item.as_bytes().to_vec())
 ///     }
-///     fn decode(&self, bytes: &[u8]) -> latchkey::Result<String> {
+///     fn decode(&self, bytes: &[u8]) -> latchkey_redis::Result<String> {
 ///         String::from_utf8(bytes.to_vec()).map_err(|e| Error::Codec { reason: e.to_string() })
 ///     }
 /// }
@@ -59,7 +59,7 @@ pub trait Codec<T>: Send + Sync + 'static {
 /// # Examples
 ///
 /// ```
-/// use latchkey::{Codec, Json};
+/// use latchkey_redis::{Codec, Json};
 ///
 /// let bytes = Json.encode(&vec![1, 2, 3]).unwrap();
 /// assert_eq!(bytes, b"[1,2,3]");
@@ -84,21 +84,5 @@ impl<T: Serialize + DeserializeOwned> Codec<T> for Json {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
-
-    use super::*;
-
-    #[test]
-    fn json_round_trips_and_reports_errors() {
-        let bytes = Json.encode(&("a".to_owned(), 1u8)).unwrap();
-        let back: (String, u8) = Json.decode(&bytes).unwrap();
-        assert_eq!(back, ("a".to_owned(), 1));
-        let err = <Json as Codec<u8>>::decode(&Json, b"\"not a number\"").unwrap_err();
-        assert!(err.is_codec(), "{err:?}");
-        // JSON object keys must be strings: a map with tuple keys cannot be encoded.
-        let map: HashMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
-        let err = Json.encode(&map).unwrap_err();
-        assert!(err.is_codec(), "{err:?}");
-    }
-}
+#[path = "codec_tests.rs"]
+mod tests;

@@ -122,8 +122,6 @@ pub(crate) struct ClusterTarget {
     pub(crate) source: ClusterSource,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
-    /// The longest replica `WAIT` an acquire may make (see `replica_sync`).
-    pub(crate) replica_wait: Duration,
 }
 
 /// Where a cluster's connections come from: seed nodes of a URL, or the application's own
@@ -180,13 +178,6 @@ impl ClusterTarget {
             }
         }
     }
-
-    /// The command connection: its driver timeout also lets a replica `WAIT` finish (our own
-    /// timeouts bound each call).
-    pub(crate) async fn command_connection(&self) -> redis::RedisResult<ClusterConnection> {
-        self.connect(None, self.command_timeout + self.replica_wait * 2)
-            .await
-    }
 }
 
 impl Target {
@@ -238,10 +229,6 @@ struct SentinelConn {
 impl SentinelConn {
     fn current(&self) -> std::sync::MutexGuard<'_, Option<(MultiplexedConnection, Arc<str>)>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    async fn get(&self) -> redis::RedisResult<MultiplexedConnection> {
-        Ok(self.get_with_addr().await?.0)
     }
 
     /// The connection to the primary and that primary's address, read together.
@@ -450,7 +437,7 @@ impl Conn {
             Backend::Cluster(c) => Handle::Cluster(c.clone()),
             // Boxed: the sentinel look-up nests the driver's futures deeply.
             #[cfg(feature = "sentinel")]
-            Backend::Sentinel(s) => Handle::Plain(Box::pin(s.get()).await?),
+            Backend::Sentinel(s) => Handle::Plain(Box::pin(s.get_with_addr()).await?.0),
         })
     }
 
@@ -541,37 +528,14 @@ impl Conn {
                 other => other,
             }
         });
-        self.finish(
-            tokio::time::timeout(timeout, run).await,
-            context,
-            key,
-            timeout,
-        )
-    }
-
-    /// Runs `script` and then `WAIT replicas timeout` on the same connection, in one pipeline
-    /// (WAIT cannot run inside a script). Returns the script's reply and how many replicas
-    /// acknowledged the writes made so far on this connection.
-    ///
-    /// On a cluster the pipeline, and the `SCRIPT LOAD` after a `NOSCRIPT`, go to the primary
-    /// that owns the slot of the first key, so that the `WAIT` counts that shard's replicas.
-    pub(crate) async fn script_then_wait<T: FromRedisValue + Send>(
-        &self,
-        script: &redis::Script,
-        keys: &[&str],
-        args: &[String],
-        (replicas, wait): (u32, Duration),
-        context: &'static str,
-        key: &str,
-    ) -> Result<(T, i64, Option<Arc<str>>)> {
-        let mut tail = redis::cmd("WAIT");
-        tail.arg(replicas).arg(wait.as_millis() as u64);
-        self.script_then(script, keys, args, &tail, wait * 2, context, key)
-            .await
+        self.finish(timeout, run, context, key).await
     }
 
     /// Runs `script` and then `tail` on the same connection, in one pipeline, within the
-    /// command timeout plus `extra`; routed as [`Conn::script_then_wait`]. Also returns, on a
+    /// command timeout plus `extra`: a `WAIT replicas timeout` (which cannot run inside a
+    /// script) counts the replicas that acknowledged the script's writes. On a cluster the
+    /// pipeline, and the script sent whole after a `NOSCRIPT`, go to the primary that owns the
+    /// slot of the first key, so that a `WAIT` counts that shard's replicas. Also returns, on a
     /// Sentinel deployment, the address of the primary both ran on (the connection may have
     /// moved to another primary by the time they are answered).
     #[allow(clippy::too_many_arguments)]
@@ -620,12 +584,7 @@ impl Conn {
             };
             Ok((first, then, ran_on))
         });
-        self.finish(
-            tokio::time::timeout(timeout, run).await,
-            context,
-            key,
-            timeout,
-        )
+        self.finish(timeout, run, context, key).await
     }
 
     /// Runs one command within the command timeout.
@@ -635,10 +594,10 @@ impl Conn {
         context: &'static str,
         key: &str,
     ) -> Result<T> {
-        self.query_routed(None, cmd, context, key).await
+        self.query_on(None, cmd, context, key).await
     }
 
-    /// One slot of each primary, to reach every primary with [`Conn::query_on_slot`] (for a
+    /// One slot of each primary, to reach every primary with [`Conn::query_on`] (for a
     /// `SCAN`, whose cursor belongs to one node): on a cluster from `CLUSTER SLOTS`, elsewhere
     /// the one primary (slot 0).
     pub(crate) async fn primary_slots(&self) -> Result<Vec<u16>> {
@@ -670,18 +629,8 @@ impl Conn {
     }
 
     /// Runs one command within the command timeout on the primary that owns `slot` (on a
-    /// cluster; elsewhere on the one primary).
-    pub(crate) async fn query_on_slot<T: FromRedisValue + Send>(
-        &self,
-        slot: u16,
-        cmd: &Cmd,
-        context: &'static str,
-        key: &str,
-    ) -> Result<T> {
-        self.query_routed(Some(slot), cmd, context, key).await
-    }
-
-    async fn query_routed<T: FromRedisValue + Send>(
+    /// cluster; elsewhere on the one primary), or, without a slot, where the connection sends it.
+    pub(crate) async fn query_on<T: FromRedisValue + Send>(
         &self,
         slot: Option<u16>,
         cmd: &Cmd,
@@ -693,37 +642,45 @@ impl Conn {
             let mut handle = self.handle_for_slot(slot).await?;
             cmd.query_async(&mut handle).await
         });
-        self.finish(
-            tokio::time::timeout(self.timeout, run).await,
-            context,
-            key,
-            self.timeout,
-        )
+        self.finish(self.timeout, run, context, key).await
     }
 
-    fn finish<T>(
+    /// Runs `work` within `timeout`, its error typed; a failure that suggests the primary moved
+    /// forgets the connection to it (Sentinel).
+    async fn finish<T>(
         &self,
-        outcome: std::result::Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+        work: impl Future<Output = redis::RedisResult<T>>,
         context: &'static str,
         key: &str,
-        timeout: Duration,
     ) -> Result<T> {
-        match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => {
-                self.failed(Some(&e));
-                let err = Error::from_redis(e, context, key, timeout);
-                Err(if self.is_cluster() {
-                    err.sharded()
-                } else {
-                    err
-                })
+        let Ok(done) = tokio::time::timeout(timeout, work).await else {
+            self.failed(None);
+            return Err(Error::Timeout { timeout, context });
+        };
+        done.map_err(|e| {
+            self.failed(Some(&e));
+            let err = Error::from_redis(e, context, key, timeout);
+            if self.is_cluster() {
+                err.sharded()
+            } else {
+                err
             }
-            Err(_) => {
-                self.failed(None);
-                Err(Error::Timeout { timeout, context })
-            }
-        }
+        })
+    }
+}
+
+/// Runs `work` within `timeout`, its error typed (see [`Error::from_redis`]): for the calls made
+/// outside a [`Conn`] (connecting, subscribing).
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    context: &'static str,
+    key: &str,
+    work: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, work).await {
+        Ok(done) => done.map_err(|e| Error::from_redis(e, context, key, timeout)),
+        Err(_) => Err(Error::Timeout { timeout, context }),
     }
 }
 

@@ -13,9 +13,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 #[cfg(feature = "sentinel")]
 use crate::conn::SentinelTarget;
+use crate::conn::{within, Conn, Target};
 #[cfg(feature = "cluster")]
 use crate::conn::{ClusterSource, ClusterTarget};
-use crate::conn::{Conn, Target};
 use crate::error::{Error, Result};
 
 /// Hides a password in a URL for logs and `Debug`.
@@ -49,17 +49,8 @@ impl Endpoint {
     /// Connects to `target` within the connect timeout and asks something of the server, so
     /// that missing or wrong credentials fail here, typed, rather than at the first lock.
     pub(crate) async fn connect(&self, target: &Target) -> Result<Conn> {
-        let conn = match tokio::time::timeout(self.connect_timeout, self.connect_conn(target)).await
-        {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(Error::from_redis(e, "connecting", "", self.connect_timeout)),
-            Err(_) => {
-                return Err(Error::Timeout {
-                    timeout: self.connect_timeout,
-                    context: "connecting",
-                })
-            }
-        };
+        let connecting = self.connect_conn(target);
+        let conn = within(self.connect_timeout, "connecting", "", connecting).await?;
         let _: String = conn.query(&redis::cmd("PING"), "connecting", "").await?;
         Ok(conn)
     }
@@ -187,7 +178,6 @@ impl Endpoint {
                 },
                 connect_timeout: self.connect_timeout,
                 command_timeout: self.command_timeout,
-                replica_wait: self.replica_wait,
             }))),
         }
     }
@@ -209,7 +199,9 @@ impl Endpoint {
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(cluster) => {
-                let conn = cluster.command_connection().await?;
+                // The driver's timeout also lets a replica `WAIT` finish (ours bound each call).
+                let timeout = self.command_timeout + self.replica_wait * 2;
+                let conn = cluster.connect(None, timeout).await?;
                 Ok(Conn::cluster(conn, self.command_timeout))
             }
             #[cfg(feature = "sentinel")]
@@ -245,8 +237,8 @@ impl Endpoint {
 /// primary that owns `slot`.
 pub(crate) async fn connected_replicas(conn: &Conn, slot: u16) -> Result<u32> {
     let info: String = conn
-        .query_on_slot(
-            slot,
+        .query_on(
+            Some(slot),
             redis::cmd("INFO").arg("replication"),
             "reading replication info",
             "",
@@ -432,90 +424,10 @@ pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<Shard> {
 pub(crate) async fn cluster_shards(conn: &Conn, slot: Option<u16>) -> Result<Vec<Shard>> {
     let cmd = redis::cmd("CLUSTER").arg("NODES").clone();
     let context = "reading the cluster's shards";
-    let reply: String = match slot {
-        Some(slot) => conn.query_on_slot(slot, &cmd, context, "").await?,
-        None => conn.query(&cmd, context, "").await?,
-    };
+    let reply: String = conn.query_on(slot, &cmd, context, "").await?;
     Ok(parse_cluster_nodes(&reply))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A URL whose deployment the build leaves out is refused, typed, naming the feature to
-    /// enable and the URL without its password; with every feature it is accepted. (The tests
-    /// are built with every feature: the builds without are `cargo check`ed by `.ci/run`.)
-    #[test]
-    fn a_url_whose_feature_is_off_names_the_feature() {
-        let cases = [
-            ("redis+cluster://u:secret@127.0.0.1:7000", "cluster"),
-            ("rediss+cluster://u:secret@127.0.0.1:7000", "cluster"),
-            (
-                "redis+sentinel://u:secret@127.0.0.1:26379/mymaster",
-                "sentinel",
-            ),
-            ("rediss://u:secret@127.0.0.1:6380", "tls"),
-        ];
-        for (url, feature) in cases {
-            let topology = Topology::parse(url).expect("a valid url");
-            assert!(missing_feature(url, &topology, |_| true).is_ok(), "{url}");
-            let err = missing_feature(url, &topology, |f| f != feature).unwrap_err();
-            assert!(err.is_feature_disabled(), "{url}: {err}");
-            let message = err.to_string();
-            assert!(
-                message.contains(&format!("features = [\"{feature}\"]")),
-                "{message}"
-            );
-            assert!(
-                message.contains("***@127.0.0.1") && !message.contains("secret"),
-                "{message}"
-            );
-        }
-        // `rediss+cluster://` needs both: either one missing is named.
-        let url = "rediss+cluster://127.0.0.1:7000";
-        let topology = Topology::parse(url).unwrap();
-        let err = missing_feature(url, &topology, |f| f != "tls").unwrap_err();
-        assert!(
-            matches!(err, Error::FeatureDisabled { feature: "tls", .. }),
-            "{err}"
-        );
-        // A plain server needs none.
-        let url = "redis://127.0.0.1:6379";
-        let topology = Topology::parse(url).unwrap();
-        assert!(missing_feature(url, &topology, |_| false).is_ok());
-        assert!(["tls", "cluster", "sentinel"].into_iter().all(built_with));
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact("redis://user:secret@host:1/0"),
-            "redis://***@host:1/0"
-        );
-        assert_eq!(redact("redis://host:1"), "redis://host:1");
-    }
-
-    #[test]
-    fn cluster_nodes_give_each_primary_its_slots() {
-        let text = "\
-07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
-67ed 127.0.0.1:30002@40002,host master - 0 1426238316232 2 connected 5461-10922
-e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5461->-67ed]
-6ec2 127.0.0.1:30003@40003 master - 0 0 3 connected
-9a1b 127.0.0.1:30005@40005 master,fail - 0 0 5 disconnected 12001-16383
-";
-        assert_eq!(
-            parse_cluster_nodes(text),
-            vec![
-                Shard {
-                    slots: vec![(5461, 10922)],
-                },
-                Shard {
-                    slots: vec![(0, 5460), (12000, 12000)],
-                },
-            ]
-        );
-        assert!(parse_cluster_nodes("").is_empty());
-    }
-}
+#[path = "connect_tests.rs"]
+mod tests;

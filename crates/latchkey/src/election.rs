@@ -15,17 +15,16 @@ use futures_util::FutureExt;
 use futures_util::Stream;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::{Error, Result};
 use crate::guard::{attempt_hold, Claim, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, ElectionKeys};
 use crate::lock::HAND_OFF_RESERVATION;
 use crate::pubsub::{Subscription, WakePolicy};
 use crate::replica::AcquireCall;
-use crate::scripts;
-use crate::scripts::Invoke;
+use crate::scripts::{self, Invoke};
 use crate::task::{detached_try, Task};
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
+use crate::wait::{deadline_after, unbounded, unexpected, Attempt, Waiting};
 use crate::watchdog::{Lease, COUNTER_IDLE};
 
 /// How often an observer reads the election when no message comes: the bound on how late it
@@ -42,7 +41,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let election = client.election("reports");
     /// let leadership = election.campaign("node-a:8080").await?;
     /// println!("leading in term {}", leadership.term());
@@ -64,6 +63,11 @@ pub struct Leader {
     pub value: String,
     /// The leader's term: strictly larger than every earlier leader's.
     pub term: u64,
+    /// The owner id of the leader's campaign (`<client id>:<n>`; see
+    /// [`Client::client_info`](crate::Client::client_info) for the process behind it), from
+    /// [`Election::leader`]; `None` from [`Election::observe`], whose change log keeps values
+    /// and terms only.
+    pub owner: Option<String>,
 }
 
 /// A leader election kept in Redis: of all the clients that [campaign](Election::campaign)
@@ -103,8 +107,8 @@ pub struct Leader {
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let election = client.election("scheduler");
 /// let leadership = election.campaign("node-a").await?; // waits as a standby until it leads
 /// tokio::select! {
@@ -133,7 +137,7 @@ impl Election {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::Election::MAX_VALUE_LEN, 4096);
+    /// assert_eq!(latchkey_redis::Election::MAX_VALUE_LEN, 4096);
     /// ```
     pub const MAX_VALUE_LEN: usize = 4096;
 
@@ -149,7 +153,7 @@ impl Election {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.election("scheduler").name(), "scheduler");
     /// # }
     /// ```
@@ -181,7 +185,7 @@ impl Election {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// assert!(leadership.term() > 0);
     /// # Ok(())
@@ -189,10 +193,7 @@ impl Election {
     /// ```
     #[tracing::instrument(level = "debug", name = "campaign", skip_all, fields(primitive = "election", name = %self.inner.name))]
     pub async fn campaign(&self, value: impl Into<String>) -> Result<Leadership> {
-        match self.run_campaign(value.into(), None).await? {
-            Some(leadership) => Ok(leadership),
-            None => unreachable!("an unbounded campaign only ends leading"),
-        }
+        Ok(unbounded(self.run_campaign(value.into(), None).await?))
     }
 
     /// Campaigns with `value` and waits at most `wait` to lead; `Ok(None)` if it did not lead
@@ -210,7 +211,7 @@ impl Election {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let election = client.election("scheduler");
     /// match election.try_campaign("node-a", Duration::from_secs(1)).await? {
@@ -245,7 +246,7 @@ impl Election {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// match client.election("scheduler").leader().await? {
     ///     Some(leader) => println!("{} leads in term {}", leader.value, leader.term),
     ///     None => println!("no leader"),
@@ -255,18 +256,13 @@ impl Election {
     /// ```
     #[tracing::instrument(level = "debug", name = "leader", skip_all, fields(primitive = "election", name = %self.inner.name))]
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        check_name(&self.inner.name)?;
         let cmd = redis::cmd("HGETALL").arg(&*self.inner.keys.leader).clone();
-        let fields: Vec<(String, String)> = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(&cmd, "reading an election's leader", &self.inner.name)
-            .await?;
-        Ok(fields
-            .first()
-            .and_then(|(_, payload)| parse_payload(payload)))
+        let fields: Vec<(String, String)> = self.read(&cmd, "reading an election's leader").await?;
+        Ok(fields.first().and_then(|(owner, payload)| {
+            let mut leader = parse_payload(payload)?;
+            leader.owner = Some(owner.clone());
+            Some(leader)
+        }))
     }
 
     /// A stream of the election's leader changes: first the current leader (`Some`) or its
@@ -290,7 +286,7 @@ impl Election {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// use futures_util::StreamExt;
     ///
     /// let mut changes = std::pin::pin!(client.election("scheduler").observe());
@@ -342,13 +338,7 @@ impl Election {
         };
         waiting
             .run(deadline, |turn| {
-                // As the lock's: what a grant does to this client's place in the wait queue.
-                let queue = match (turn.others, turn.subscribed) {
-                    (0, false) => "2",
-                    (0, true) => "0",
-                    _ => "1",
-                };
-                let (claim, value) = (claim.clone(), value.clone());
+                let (claim, value, queue) = (claim.clone(), value.clone(), turn.queue());
                 detached_try(async move { attempt(claim, &value, turn.park, queue).await }.boxed())
             })
             .await
@@ -408,13 +398,8 @@ impl Election {
         let k = &self.inner.keys;
         let mut invocation = scripts::ELECTION_OBSERVE.invocation();
         invocation.key(&*k.leader).key(&*k.term).key(&*k.log);
-        let (payload, term, log): (String, i64, Vec<String>) = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "observing an election", &self.inner.name)
-            .await?;
+        let (payload, term, log): (String, i64, Vec<String>) =
+            self.script(&invocation, "observing an election").await?;
         Ok(Snapshot {
             leader: parse_payload(&payload),
             term: u64::try_from(term).unwrap_or(0),
@@ -481,8 +466,10 @@ async fn attempt(
     .await
 }
 
+crate::client::object!(Election);
+
 impl Holds for Election {
-    crate::guard::holds_common!("leader");
+    const KIND: &'static str = "leader";
 
     fn key(&self) -> &Arc<str> {
         &self.inner.keys.leader
@@ -529,6 +516,7 @@ fn parse_payload(payload: &str) -> Option<Leader> {
     Some(Leader {
         value: value.to_owned(),
         term: term.parse().ok()?,
+        owner: None,
     })
 }
 
@@ -558,7 +546,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// println!("term {}", leadership.term());
     /// # Ok(())
@@ -573,7 +561,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// assert_eq!(leadership.fencing_token().get(), leadership.term());
     /// # Ok(())
@@ -588,7 +576,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// assert_eq!(leadership.value(), "node-a");
     /// # Ok(())
@@ -620,7 +608,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// # async fn lead() {}
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// tokio::select! {
@@ -651,7 +639,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let leadership = client.election("scheduler").campaign("node-a").await?;
     /// leadership.resign().await?;
     /// # Ok(())
@@ -678,7 +666,7 @@ impl Leadership {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let mut leadership = client.election("scheduler").campaign("node-a").await?;
     /// leadership.proclaim("node-a (draining)").await?;
     /// # Ok(())
@@ -706,11 +694,8 @@ impl Leadership {
             .arg(&value)
             .arg(inner.client.inner.conn.publish_command())
             .arg(COUNTER_IDLE.as_millis() as u64);
-        let changed: i64 = inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "proclaiming a leader's value", &inner.name)
+        let changed: i64 = election
+            .script(&invocation, "proclaiming a leader's value")
             .await?;
         if changed != 1 {
             return Err(not_leader());
@@ -813,7 +798,11 @@ impl Cursor {
             }
         };
         if newer {
-            out.push(leader.clone().map(|value| Leader { value, term }));
+            out.push(leader.clone().map(|value| Leader {
+                value,
+                term,
+                owner: None,
+            }));
             self.last = Some((term, leader.is_none(), leader));
         }
     }
@@ -882,100 +871,5 @@ impl Observer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn change(version: u64, term: u64, leader: Option<&str>) -> Change {
-        Change {
-            version,
-            term,
-            leader: leader.map(str::to_owned),
-        }
-    }
-
-    fn leader(value: &str, term: u64) -> Option<Leader> {
-        Some(Leader {
-            value: value.to_owned(),
-            term,
-        })
-    }
-
-    #[test]
-    fn log_entries_parse() {
-        assert_eq!(Change::parse("3:7:L:a:b"), Some(change(3, 7, Some("a:b"))));
-        assert_eq!(Change::parse("4:7:N:"), Some(change(4, 7, None)));
-        assert_eq!(Change::parse("4:7:X:"), None);
-        assert_eq!(Change::parse("junk"), None);
-        assert_eq!(parse_payload("12:node:1"), leader("node:1", 12));
-        assert_eq!(parse_payload("x:node"), None);
-    }
-
-    /// The first read yields the current state only; later reads yield every logged change
-    /// after it, in order, then the current state if it is newer; nothing goes back.
-    #[test]
-    fn the_cursor_yields_every_change_once_in_order() {
-        let mut cursor = Cursor::default();
-        let first = cursor.advance(Snapshot {
-            leader: leader("a", 1),
-            term: 1,
-            log: vec![change(1, 1, Some("a"))],
-        });
-        assert_eq!(first, vec![leader("a", 1)]);
-        let next = cursor.advance(Snapshot {
-            leader: leader("c", 2),
-            term: 2,
-            log: vec![
-                change(1, 1, Some("a")),
-                change(2, 1, Some("b")),
-                change(3, 1, None),
-                change(4, 2, Some("c")),
-            ],
-        });
-        assert_eq!(next, vec![leader("b", 1), None, leader("c", 2)]);
-        // An expiry is seen from the state (no log entry), once; the campaign's log entry for
-        // it later is not yielded again.
-        let expired = Snapshot {
-            leader: None,
-            term: 2,
-            log: vec![change(4, 2, Some("c"))],
-        };
-        assert_eq!(cursor.advance(expired), vec![None]);
-        let again = Snapshot {
-            leader: leader("d", 3),
-            term: 3,
-            log: vec![
-                change(4, 2, Some("c")),
-                change(5, 2, None),
-                change(6, 3, Some("d")),
-            ],
-        };
-        assert_eq!(cursor.advance(again), vec![leader("d", 3)]);
-        // An older term never comes after a newer one.
-        let stale = Snapshot {
-            leader: leader("c", 2),
-            term: 3,
-            log: vec![change(6, 3, Some("d"))],
-        };
-        assert_eq!(cursor.advance(stale), vec![]);
-    }
-
-    #[test]
-    fn no_leader_ever_is_one_change() {
-        let mut cursor = Cursor::default();
-        let empty = || Snapshot {
-            leader: None,
-            term: 0,
-            log: vec![],
-        };
-        assert_eq!(cursor.advance(empty()), vec![None]);
-        assert_eq!(cursor.advance(empty()), vec![]);
-    }
-
-    #[test]
-    fn values_are_checked() {
-        assert!(check_value("").unwrap_err().is_invalid_argument());
-        let long = "x".repeat(Election::MAX_VALUE_LEN + 1);
-        assert!(check_value(&long).unwrap_err().is_invalid_argument());
-        assert!(check_value("node-a:8080").is_ok());
-    }
-}
+#[path = "election_tests.rs"]
+mod tests;

@@ -1,8 +1,7 @@
 //! The one error type of latchkey.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::LazyLock;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// A `Result` whose error is [`Error`].
@@ -23,7 +22,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// # Examples
 ///
 /// ```
-/// use latchkey::Error;
+/// use latchkey_redis::Error;
 ///
 /// let err = Error::NotOwner { name: "orders:1001".into() };
 /// assert!(err.is_not_owner());
@@ -39,7 +38,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// use std::error::Error as _;
 ///
 /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-/// let err = latchkey::Error::Unreachable { context: "connecting", source: refused.into() };
+/// let err = latchkey_redis::Error::Unreachable { context: "connecting", source: refused.into() };
 /// assert!(err.is_connection());
 /// assert_eq!(err.to_string(), "cannot reach redis (connecting)");
 /// let cause = err.source().and_then(|s| s.downcast_ref::<redis::RedisError>()).unwrap();
@@ -146,7 +145,7 @@ pub enum Error {
     /// Nothing was sent; enable the feature in `Cargo.toml`.
     ///
     /// ```
-    /// let err = latchkey::Error::FeatureDisabled {
+    /// let err = latchkey_redis::Error::FeatureDisabled {
     ///     feature: "cluster",
     ///     what: "the Cluster url `redis+cluster://127.0.0.1:7000`".into(),
     /// };
@@ -155,7 +154,7 @@ pub enum Error {
     /// ```
     #[error(
         "{what} needs latchkey's `{feature}` feature, which this build leaves out; enable it in \
-         Cargo.toml: latchkey = {{ version = \"…\", features = [\"{feature}\"] }}"
+         Cargo.toml: latchkey-redis = {{ version = \"…\", features = [\"{feature}\"] }}"
     )]
     FeatureDisabled {
         /// The feature to enable: `"tls"`, `"cluster"` or `"sentinel"`.
@@ -181,6 +180,15 @@ pub enum Error {
     #[error("semaphore `{name}` has no permits set; call `try_set_permits` first, or use the handle's `wait_for_init()` to wait for another service to set them")]
     NotInitialized {
         /// The semaphore's name.
+        name: String,
+    },
+
+    /// A rate limiter's rate was never set (its config hash does not exist: never set, deleted,
+    /// or expired with its keep-alive time); nothing changed. Set it with `try_set_rate`, or
+    /// let the service that owns the limiter set it.
+    #[error("rate limiter `{name}` has no rate set; call `try_set_rate` first, or let the service that owns it set it")]
+    RateNotSet {
+        /// The rate limiter's name.
         name: String,
     },
 
@@ -255,7 +263,7 @@ pub enum Error {
 /// # Examples
 ///
 /// ```
-/// use latchkey::Refused;
+/// use latchkey_redis::Refused;
 ///
 /// assert_eq!(Refused::Command(Some("publish".into())).to_string(), "the `publish` command");
 /// assert_eq!(Refused::KeyOf("orders".into()).to_string(), "access to a key of `orders`");
@@ -302,14 +310,17 @@ impl Refused {
                 Refused::ChannelOf(object.to_owned())
             }
         };
+        // Valkey 8 words a refusal inside a script as a plain one, after "ACL failure in
+        // script: ".
         let noperm = matches!(
             err.kind(),
             redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-        ) || text.contains("NOPERM");
+        ) || text.contains("NOPERM")
+            || text.contains("ACL failure in script");
         if noperm {
             // Redis 7.0: "this user has no permissions to run the 'publish' command", "... to
             // access one of the keys used as arguments", "... of the channels ..."; Redis 7.2
-            // and later: "User u has no permissions to run the 'publish' command", "No
+            // and later, Valkey: "User u has no permissions to run the 'publish' command", "No
             // permissions to access a key", "... a channel".
             if let Some(command) = quoted_after(&text, "to run the '") {
                 return Some(Refused::Command(Some(command.to_ascii_lowercase())));
@@ -364,19 +375,13 @@ fn quoted_after<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
 /// their publish command (`publish` or `spublish`) as an argument into a variable named
 /// `publish`; it is reported as `publish` here and made `spublish` on a cluster by the caller.
 fn script_command(refusal: &str) -> Option<String> {
-    static BY_SHA: LazyLock<HashMap<String, &'static str>> = LazyLock::new(|| {
-        crate::scripts::SOURCES
-            .iter()
-            .map(|source| (redis::Script::new(source).get_hash().to_owned(), *source))
-            .collect()
-    });
     let (_, place) = refusal.split_once("script: ")?;
     let (sha, place) = place.split_once(", on @user_script:")?;
     let line: usize = place
         .trim_end_matches(|c: char| !c.is_ascii_digit())
         .parse()
         .ok()?;
-    let source = BY_SHA.get(sha.trim())?;
+    let source = crate::scripts::BY_HASH.get(sha.trim())?;
     let code = source.lines().nth(line.checked_sub(1)?)?;
     let mut calls = code.match_indices("redis.").filter_map(|(at, _)| {
         let rest = &code[at + "redis.".len()..];
@@ -398,122 +403,96 @@ fn script_command(refusal: &str) -> Option<String> {
     calls.next().is_none().then_some(command)
 }
 
-impl Error {
+/// The predicates (`is_*`): each says whether the error is one of the variants named.
+macro_rules! predicates {
+    ($($(#[$doc:meta])* $name:ident => $variant:pat,)+) => {
+        impl Error {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> bool {
+                    matches!(self, $variant)
+                }
+            )+
+        }
+    };
+}
+
+predicates! {
     /// An argument was rejected before anything was sent ([`Error::InvalidArgument`]).
-    pub fn is_invalid_argument(&self) -> bool {
-        matches!(self, Error::InvalidArgument { .. })
-    }
+    is_invalid_argument => Error::InvalidArgument { .. },
 
     /// The caller did not hold the lock it tried to release ([`Error::NotOwner`]).
-    pub fn is_not_owner(&self) -> bool {
-        matches!(self, Error::NotOwner { .. })
-    }
+    is_not_owner => Error::NotOwner { .. },
 
     /// A key held data of another type ([`Error::WrongType`]).
-    pub fn is_wrong_type(&self) -> bool {
-        matches!(self, Error::WrongType { .. })
-    }
+    is_wrong_type => Error::WrongType { .. },
 
     /// The wait for a lock or permit ran out ([`Error::WaitTimedOut`]); nothing is held.
-    pub fn is_wait_timed_out(&self) -> bool {
-        matches!(self, Error::WaitTimedOut { .. })
-    }
+    is_wait_timed_out => Error::WaitTimedOut { .. },
 
     /// A wait or a command ran out of time: [`Error::WaitTimedOut`] or [`Error::Timeout`]
     /// (group predicate; [`is_wait_timed_out`](Error::is_wait_timed_out) and
     /// [`is_uncertain`](Error::is_uncertain) tell them apart).
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, Error::WaitTimedOut { .. } | Error::Timeout { .. })
-    }
+    is_timeout => Error::WaitTimedOut { .. } | Error::Timeout { .. },
 
     /// The outcome of a mutation is unknown: the command timed out after it was sent
     /// ([`Error::Timeout`]; this is that variant's own predicate).
-    pub fn is_uncertain(&self) -> bool {
-        matches!(self, Error::Timeout { .. })
-    }
+    is_uncertain => Error::Timeout { .. },
 
     /// Redis could not be reached ([`Error::Unreachable`]); retrying later may succeed.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, Error::Unreachable { .. })
-    }
+    is_unreachable => Error::Unreachable { .. },
 
     /// Redis could not be reached, or did not answer: [`Error::Unreachable`] or
     /// [`Error::Timeout`] (group predicate); retrying later may succeed.
-    pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Unreachable { .. } | Error::Timeout { .. })
-    }
+    is_connection => Error::Unreachable { .. } | Error::Timeout { .. },
 
     /// Redis refused the credentials ([`Error::AuthFailed`]).
-    pub fn is_auth_failed(&self) -> bool {
-        matches!(self, Error::AuthFailed { .. })
-    }
+    is_auth_failed => Error::AuthFailed { .. },
 
     /// The ACL user lacks a permission latchkey needs ([`Error::PermissionDenied`]).
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Error::PermissionDenied { .. })
-    }
+    is_permission_denied => Error::PermissionDenied { .. },
 
     /// Credentials or permissions were refused: [`Error::AuthFailed`] or
     /// [`Error::PermissionDenied`] (group predicate); retrying will not help.
-    pub fn is_auth(&self) -> bool {
-        matches!(
-            self,
-            Error::AuthFailed { .. } | Error::PermissionDenied { .. }
-        )
-    }
+    is_auth => Error::AuthFailed { .. } | Error::PermissionDenied { .. },
 
     /// The connection settings are unusable ([`Error::Config`]).
-    pub fn is_config(&self) -> bool {
-        matches!(self, Error::Config { .. })
-    }
+    is_config => Error::Config { .. },
 
     /// The URL needs a cargo feature this build leaves out ([`Error::FeatureDisabled`]).
-    pub fn is_feature_disabled(&self) -> bool {
-        matches!(self, Error::FeatureDisabled { .. })
-    }
+    is_feature_disabled => Error::FeatureDisabled { .. },
 
     /// Not enough RedLock nodes could be locked ([`Error::QuorumUnavailable`]).
-    pub fn is_quorum_unavailable(&self) -> bool {
-        matches!(self, Error::QuorumUnavailable { .. })
-    }
+    is_quorum_unavailable => Error::QuorumUnavailable { .. },
 
     /// A semaphore's permits were never set ([`Error::NotInitialized`]).
-    pub fn is_not_initialized(&self) -> bool {
-        matches!(self, Error::NotInitialized { .. })
-    }
+    is_not_initialized => Error::NotInitialized { .. },
+
+    /// A rate limiter's rate was never set ([`Error::RateNotSet`]).
+    is_rate_not_set => Error::RateNotSet { .. },
 
     /// A permit id the semaphore does not know ([`Error::UnknownPermit`]).
-    pub fn is_unknown_permit(&self) -> bool {
-        matches!(self, Error::UnknownPermit { .. })
-    }
+    is_unknown_permit => Error::UnknownPermit { .. },
 
     /// A release without a guard would exceed the semaphore's permits ([`Error::OverRelease`]).
-    pub fn is_over_release(&self) -> bool {
-        matches!(self, Error::OverRelease { .. })
-    }
+    is_over_release => Error::OverRelease { .. },
 
     /// A value could not be encoded or decoded by the queue's codec ([`Error::Codec`]).
-    pub fn is_codec(&self) -> bool {
-        matches!(self, Error::Codec { .. })
-    }
+    is_codec => Error::Codec { .. },
 
     /// Too few replicas acknowledged an acquire in time ([`Error::NotReplicated`]); it was
     /// undone.
-    pub fn is_not_replicated(&self) -> bool {
-        matches!(self, Error::NotReplicated { .. })
-    }
+    is_not_replicated => Error::NotReplicated { .. },
 
     /// The client has been shut down ([`Error::Closed`]).
-    pub fn is_closed(&self) -> bool {
-        matches!(self, Error::Closed)
-    }
+    is_closed => Error::Closed,
 
     /// Any other error from Redis or the driver, or a reply latchkey did not expect
     /// ([`Error::Redis`], the catch-all: a cause that has no variant of its own).
-    pub fn is_redis(&self) -> bool {
-        matches!(self, Error::Redis(_))
-    }
+    is_redis => Error::Redis(_),
+}
 
+impl Error {
     /// This error and its causes on one line, joined with ": " — what an error reporter that
     /// walks [`source()`](std::error::Error::source) prints (the message alone leaves the cause
     /// out). For log lines: `tracing::warn!(error = %err.chain(), "…")`.
@@ -522,7 +501,7 @@ impl Error {
     ///
     /// ```
     /// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-    /// let err = latchkey::Error::Unreachable { context: "connecting", source: refused.into() };
+    /// let err = latchkey_redis::Error::Unreachable { context: "connecting", source: refused.into() };
     /// assert_eq!(err.to_string(), "cannot reach redis (connecting)");
     /// assert!(err.chain().to_string().starts_with("cannot reach redis (connecting): "));
     /// assert!(err.chain().to_string().contains("refused"));
@@ -609,6 +588,28 @@ impl Error {
     }
 }
 
+/// One millisecond, the shortest lease or per-node timeout accepted.
+pub(crate) const MS: Duration = Duration::from_millis(1);
+/// One hour, the longest timeout accepted.
+pub(crate) const HOUR: Duration = Duration::from_secs(3600);
+
+/// Checks a duration setting `what`: unless it is in `range`, the error says "`value` is out of
+/// range; `hint`".
+pub(crate) fn check_range(
+    what: &'static str,
+    value: Duration,
+    range: RangeInclusive<Duration>,
+    hint: &str,
+) -> Result<()> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        what,
+        format!("{value:?} is out of range; {hint}"),
+    ))
+}
+
 /// An error and its causes on one line: see [`Error::chain`].
 struct Chain<'a>(&'a (dyn std::error::Error + 'static));
 
@@ -634,425 +635,5 @@ impl fmt::Display for Chain<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::error::Error as _;
-    use std::io;
-
-    use super::*;
-
-    fn driver_error(kind: io::ErrorKind) -> redis::RedisError {
-        io::Error::new(kind, "the cause, in the driver's words").into()
-    }
-
-    /// Every variant that wraps a driver error: its message stands on its own, and the cause is
-    /// `source()` only (an error reporter that walks the chain prints it once).
-    #[test]
-    fn a_wrapped_cause_is_the_source_and_not_in_the_message() {
-        let errors = [
-            Error::Unreachable {
-                context: "connecting",
-                source: driver_error(io::ErrorKind::ConnectionRefused),
-            },
-            Error::AuthFailed {
-                source: driver_error(io::ErrorKind::Other),
-            },
-            Error::PermissionDenied {
-                refused: Refused::Command(Some("publish".into())),
-                source: driver_error(io::ErrorKind::Other),
-            },
-            Error::Redis(driver_error(io::ErrorKind::Other)),
-        ];
-        for err in errors {
-            let message = err.to_string();
-            assert!(!message.contains("driver's words"), "{message}");
-            let source = err.source().expect("a source");
-            assert!(source.is::<redis::RedisError>(), "{err:?}");
-            assert!(source.to_string().contains("driver's words"), "{err:?}");
-            let chain = err.chain().to_string();
-            assert_eq!(chain.matches("driver's words").count(), 1, "{chain}");
-            assert!(chain.starts_with(&format!("{message}: ")), "{chain}");
-        }
-    }
-
-    #[test]
-    fn the_messages_of_the_wrapping_variants() {
-        let source = || driver_error(io::ErrorKind::Other);
-        assert_eq!(
-            Error::Unreachable {
-                context: "renewing locks",
-                source: source()
-            }
-            .to_string(),
-            "cannot reach redis (renewing locks)"
-        );
-        assert_eq!(
-            Error::AuthFailed { source: source() }.to_string(),
-            "redis rejected the credentials; check the user name and password"
-        );
-        assert_eq!(
-            Error::PermissionDenied {
-                refused: Refused::Command(Some("publish".into())),
-                source: source()
-            }
-            .to_string(),
-            "redis refused the ACL user the `publish` command; grant `+publish` (see the ACL \
-             section of latchkey's README)"
-        );
-        assert_eq!(Error::Redis(source()).to_string(), "a redis request failed");
-    }
-
-    #[test]
-    fn the_chain_of_an_error_without_a_source_is_its_message() {
-        let err = Error::NotOwner { name: "n".into() };
-        assert_eq!(err.chain().to_string(), err.to_string());
-    }
-    /// A server error reply as the driver returns it.
-    fn reply(line: &str) -> redis::RedisError {
-        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
-            .and_then(redis::Value::extract_error)
-            .expect_err("an error reply")
-    }
-
-    /// A WRONGTYPE reply says what the key holds, without the place in the script that raised it.
-    #[test]
-    fn wrongtype_replies_say_what_the_key_holds() {
-        let detail =
-            |line: &str| match Error::from_redis(reply(line), "locking", "o", Duration::ZERO) {
-                Error::WrongType { key, detail } => {
-                    assert_eq!(key, "o");
-                    detail
-                }
-                other => panic!("{line}: {other:?}"),
-            };
-        assert_eq!(
-            detail(
-                "WRONGTYPE the lock key holds a string, not a hash script: \
-                 4ad9dd692dc423b17ced85a938b09c2b69c971aa, on @user_script:57."
-            ),
-            "the lock key holds a string, not a hash"
-        );
-        assert_eq!(
-            detail("WRONGTYPE Operation against a key holding the wrong kind of value"),
-            "Operation against a key holding the wrong kind of value"
-        );
-    }
-
-    fn refused(line: &str, context: &'static str, object: &str) -> Refused {
-        match Error::from_redis(reply(line), context, object, Duration::from_secs(1)) {
-            Error::PermissionDenied { refused, source } => {
-                assert!(source.to_string().contains(&line[8..]), "{source}");
-                refused
-            }
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    /// The refusals of plain commands, verbatim from redis-server 7.0.15 (and 7.2's wording).
-    #[test]
-    fn noperm_replies_name_the_command_key_or_channel() {
-        let cases = [
-            (
-                "NOPERM this user has no permissions to run the 'publish' command",
-                Refused::Command(Some("publish".into())),
-            ),
-            (
-                "NOPERM this user has no permissions to run the 'script|load' command",
-                Refused::Command(Some("script|load".into())),
-            ),
-            (
-                "NOPERM User app has no permissions to run the 'cluster|slots' command",
-                Refused::Command(Some("cluster|slots".into())),
-            ),
-            (
-                "NOPERM this user has no permissions to access one of the keys used as arguments",
-                Refused::KeyOf("orders".into()),
-            ),
-            (
-                "NOPERM No permissions to access a key",
-                Refused::KeyOf("orders".into()),
-            ),
-            (
-                "NOPERM this user has no permissions to access one of the channels used as \
-                 arguments",
-                Refused::ChannelOf("orders".into()),
-            ),
-        ];
-        for (line, want) in cases {
-            assert_eq!(refused(line, "locking", "orders"), want, "{line}");
-        }
-        let channel = "NOPERM this user has no permissions to access one of the channels used \
-                       as arguments";
-        for context in ["subscribing", "resubscribing"] {
-            assert_eq!(
-                refused(channel, context, "redisson_lock__channel:{orders}"),
-                Refused::Channel("redisson_lock__channel:{orders}".into())
-            );
-        }
-    }
-
-    /// The refusals raised inside a script, verbatim from redis-server 7.0.15: the command is
-    /// named from the script line Redis reports (a line of the prelude and the script together).
-    #[test]
-    fn script_refusals_name_the_command_key_or_channel() {
-        let source_of = |script: &redis::Script| {
-            *crate::scripts::SOURCES
-                .iter()
-                .find(|source| redis::Script::new(source).get_hash() == script.get_hash())
-                .expect("every script is in SOURCES")
-        };
-        let (release, acquire) = (
-            &*crate::scripts::LOCK_RELEASE,
-            &*crate::scripts::LOCK_ACQUIRE,
-        );
-        let (release_source, acquire_source) = (source_of(release), source_of(acquire));
-        let at = |script: &redis::Script, line: usize| {
-            format!("script: {}, on @user_script:{line}.", script.get_hash())
-        };
-        // The lines this test relies on, as Redis numbers them (from 1).
-        let line_of = |source: &str, code: &str| {
-            let found: Vec<usize> = (1..)
-                .zip(source.lines())
-                .filter(|(_, line)| line.trim() == code)
-                .map(|(number, _)| number)
-                .collect();
-            assert_eq!(found.len(), 1, "{code}: {found:?}");
-            found[0]
-        };
-        // The publish command is a variable (`publish` or `spublish`): named `publish`.
-        let publish_line = line_of(release_source, "redis.call(publish, KEYS[2], next)");
-        let hset_line = line_of(acquire_source, "redis.call('hset', KEYS[1], ARGV[2], 1)");
-        let run = "ERR The user executing the script can't run this command or subcommand";
-        assert_eq!(
-            refused(
-                &format!("{run} {}", at(release, publish_line)),
-                "unlocking",
-                "o"
-            ),
-            Refused::Command(Some("publish".into()))
-        );
-        assert_eq!(
-            refused(&format!("{run} {}", at(acquire, hset_line)), "locking", "o"),
-            Refused::Command(Some("hset".into()))
-        );
-        // A line without a call (an `error()` rethrowing a `pcall` reply), an unknown script, no
-        // place at all: refused, but Redis did not say which command.
-        for place in [
-            at(acquire, 1),
-            "script: 0000, on @user_script:3.".into(),
-            String::new(),
-        ] {
-            assert_eq!(
-                refused(&format!("{run} {place}"), "locking", "o"),
-                Refused::Command(None),
-                "{place}"
-            );
-        }
-        assert_eq!(
-            refused(
-                &format!(
-                    "ERR The user executing the script can't access at least one of the keys \
-                     mentioned in the command arguments {}",
-                    at(acquire, hset_line)
-                ),
-                "locking",
-                "orders"
-            ),
-            Refused::KeyOf("orders".into())
-        );
-        assert_eq!(
-            refused(
-                &format!(
-                    "ERR The user executing the script can't publish to the channel mentioned \
-                     in the command {}",
-                    at(release, publish_line)
-                ),
-                "unlocking",
-                "orders"
-            ),
-            Refused::ChannelOf("orders".into())
-        );
-    }
-
-    /// The refusals of the prelude's `acl_check`, raised before a script writes anything, verbatim
-    /// from redis-server 7.0.15.
-    #[test]
-    fn prelude_refusals_name_the_command_or_channel() {
-        let place = "script: 4ad9dd692dc423b17ced85a938b09c2b69c971aa, on @user_script:19.";
-        assert_eq!(
-            refused(
-                &format!("NOPERM this user has no permissions to run the 'hdel' command {place}"),
-                "unlocking",
-                "o"
-            ),
-            Refused::Command(Some("hdel".into()))
-        );
-        assert_eq!(
-            refused(
-                &format!(
-                    "NOPERM this user has no permissions to access one of the channels used as \
-                     arguments {place}"
-                ),
-                "unlocking",
-                "orders"
-            ),
-            Refused::ChannelOf("orders".into())
-        );
-    }
-
-    /// On a cluster the scripts' `publish` variable holds `spublish`.
-    #[test]
-    fn a_refused_publish_on_a_cluster_is_spublish() {
-        let err = Error::PermissionDenied {
-            refused: Refused::Command(Some("publish".into())),
-            source: reply("NOPERM x"),
-        };
-        assert!(!err.to_string().contains("`+spublish`"));
-        let err = err.sharded();
-        assert!(err.to_string().contains("grant `+spublish`"), "{err}");
-    }
-
-    #[test]
-    fn other_errors_are_not_refusals() {
-        for line in [
-            "ERR unknown command 'foo'",
-            "ERR user_script:1: Script attempted to access nonexistent global variable",
-            "NOSCRIPT No matching script",
-        ] {
-            let err = Error::from_redis(reply(line), "locking", "o", Duration::from_secs(1));
-            assert!(!err.is_auth(), "{line}: {err:?}");
-        }
-    }
-
-    /// The messages say what was refused and which ACL rule grants it.
-    #[test]
-    fn permission_messages() {
-        let message = |refused: Refused| {
-            Error::PermissionDenied {
-                refused,
-                source: reply("NOPERM x"),
-            }
-            .to_string()
-        };
-        assert_eq!(
-            message(Refused::KeyOf("orders".into())),
-            "redis refused the ACL user access to a key of `orders`; grant a key pattern (`~`) \
-             covering it (see the ACL section of latchkey's README)"
-        );
-        assert_eq!(
-            message(Refused::ChannelOf("orders".into())),
-            "redis refused the ACL user access to a channel of `orders`; grant a channel \
-             pattern (`&`) covering it (see the ACL section of latchkey's README)"
-        );
-        assert_eq!(
-            message(Refused::Channel("redisson_lock__channel:{o}".into())),
-            "redis refused the ACL user access to the channel `redisson_lock__channel:{o}`; \
-             grant a channel pattern (`&`) covering it (see the ACL section of latchkey's README)"
-        );
-        assert_eq!(
-            message(Refused::Command(None)),
-            "redis refused the ACL user a command run by a script; grant the missing command \
-             (`+<command>`) (see the ACL section of latchkey's README)"
-        );
-    }
-
-    /// One value of every variant: its own predicate is true, every other variant's own
-    /// predicate is false. The `match` is exhaustive (inside the crate `#[non_exhaustive]` does
-    /// not apply), so a new variant without a predicate does not compile here.
-    #[test]
-    fn every_variant_has_its_own_predicate() {
-        fn own(err: &Error) -> (&'static str, fn(&Error) -> bool) {
-            match err {
-                Error::InvalidArgument { .. } => ("InvalidArgument", Error::is_invalid_argument),
-                Error::NotOwner { .. } => ("NotOwner", Error::is_not_owner),
-                Error::WrongType { .. } => ("WrongType", Error::is_wrong_type),
-                Error::WaitTimedOut { .. } => ("WaitTimedOut", Error::is_wait_timed_out),
-                Error::Timeout { .. } => ("Timeout", Error::is_uncertain),
-                Error::Unreachable { .. } => ("Unreachable", Error::is_unreachable),
-                Error::AuthFailed { .. } => ("AuthFailed", Error::is_auth_failed),
-                Error::PermissionDenied { .. } => ("PermissionDenied", Error::is_permission_denied),
-                Error::Config { .. } => ("Config", Error::is_config),
-                Error::FeatureDisabled { .. } => ("FeatureDisabled", Error::is_feature_disabled),
-                Error::QuorumUnavailable { .. } => {
-                    ("QuorumUnavailable", Error::is_quorum_unavailable)
-                }
-                Error::NotInitialized { .. } => ("NotInitialized", Error::is_not_initialized),
-                Error::UnknownPermit { .. } => ("UnknownPermit", Error::is_unknown_permit),
-                Error::OverRelease { .. } => ("OverRelease", Error::is_over_release),
-                Error::Codec { .. } => ("Codec", Error::is_codec),
-                Error::NotReplicated { .. } => ("NotReplicated", Error::is_not_replicated),
-                Error::Closed => ("Closed", Error::is_closed),
-                Error::Redis(_) => ("Redis", Error::is_redis),
-            }
-        }
-        let source = || driver_error(io::ErrorKind::ConnectionRefused);
-        let all = [
-            Error::invalid("lease", "too long"),
-            Error::NotOwner { name: "n".into() },
-            Error::WrongType {
-                key: "k".into(),
-                detail: "a string".into(),
-            },
-            Error::WaitTimedOut {
-                name: "n".into(),
-                waited: Duration::from_secs(1),
-            },
-            Error::Timeout {
-                timeout: Duration::from_secs(1),
-                context: "locking",
-            },
-            Error::Unreachable {
-                context: "connecting",
-                source: source(),
-            },
-            Error::AuthFailed { source: source() },
-            Error::PermissionDenied {
-                refused: Refused::Command(None),
-                source: source(),
-            },
-            Error::Config {
-                reason: "bad url".into(),
-            },
-            Error::FeatureDisabled {
-                feature: "tls",
-                what: "the TLS url `rediss://h:1`".into(),
-            },
-            Error::QuorumUnavailable {
-                acquired: 1,
-                nodes: 3,
-                quorum: 2,
-            },
-            Error::NotInitialized { name: "n".into() },
-            Error::UnknownPermit {
-                name: "n".into(),
-                permit: "p".into(),
-            },
-            Error::OverRelease {
-                name: "n".into(),
-                released: 2,
-                total: 1,
-            },
-            Error::Codec {
-                reason: "not json".into(),
-            },
-            Error::NotReplicated {
-                name: "n".into(),
-                timeout: Duration::from_secs(1),
-                required: 1,
-                acknowledged: 0,
-            },
-            Error::Closed,
-            Error::Redis(source()),
-        ];
-        let predicates: Vec<_> = all.iter().map(own).collect();
-        let mut names: Vec<_> = predicates.iter().map(|(name, _)| *name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), all.len(), "one value of each variant");
-        for err in &all {
-            let (mine, _) = own(err);
-            for (name, predicate) in &predicates {
-                assert_eq!(predicate(err), *name == mine, "{name} predicate on {err:?}");
-            }
-        }
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

@@ -8,20 +8,17 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::client::{Client, Object};
+use crate::error::{check_range, Result};
 use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, FairLockKeys};
-use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::scripts::Invoke;
-use crate::scripts::UNLOCK_MESSAGE;
-use crate::task::{detached_try, Task};
+use crate::scripts::{Invoke, UNLOCK_MESSAGE};
+use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
+use crate::task::{detached_try, LeaveOnDrop, Place, Task};
 use crate::wait::{unexpected, Attempt, Waiting, MAX_PARK};
 use crate::watchdog::{Lease, COUNTER_IDLE, MAX_LEASE};
-
-use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 
 /// A distributed lock that waiters get in arrival order (first come, first served), kept in
 /// Redis in Redisson's `RFairLock` layout.
@@ -92,8 +89,8 @@ use crate::scripts::{FAIR_ACQUIRE, FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_RELEASE};
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let lock = client.fair_lock("printer");
 ///
 /// let guard = lock.lock().await?; // queued behind everyone who asked earlier
@@ -107,6 +104,7 @@ pub struct FairLock {
     inner: Arc<FairInner>,
 }
 
+#[derive(Clone)]
 struct FairInner {
     client: Client,
     name: String,
@@ -126,7 +124,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let lock = client.fair_lock("printer");
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
@@ -142,7 +140,7 @@ impl Client {
 /// queued by it.
 struct FairAttempt {
     attempt: Attempt<FairLockGuard>,
-    entry: Option<QueueEntry>,
+    entry: Option<LeaveOnDrop>,
 }
 
 lock_reads!(FairLock);
@@ -182,7 +180,7 @@ lock_methods! {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::FairLock) -> latchkey_redis::Result<()> {
     /// let guard = lock.lock().await?;
     /// // … the critical section …
     /// guard.unlock().await?;
@@ -230,7 +228,7 @@ impl FairLock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME, Duration::from_secs(30));
+    /// assert_eq!(latchkey_redis::FairLock::DEFAULT_THREAD_WAIT_TIME, Duration::from_secs(30));
     /// ```
     pub const DEFAULT_THREAD_WAIT_TIME: Duration = Duration::from_secs(30);
 
@@ -241,7 +239,7 @@ impl FairLock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::FairLock::MIN_THREAD_WAIT_TIME, Duration::from_millis(300));
+    /// assert_eq!(latchkey_redis::FairLock::MIN_THREAD_WAIT_TIME, Duration::from_millis(300));
     /// ```
     pub const MIN_THREAD_WAIT_TIME: Duration = Duration::from_millis(300);
 
@@ -253,7 +251,7 @@ impl FairLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.fair_lock("printer").name(), "printer");
     /// # }
     /// ```
@@ -281,7 +279,7 @@ impl FairLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// // Shared with Java services that use Redisson's default.
     /// let lock = client
@@ -294,15 +292,13 @@ impl FairLock {
     /// # }
     /// ```
     pub fn with_thread_wait_time(self, wait: Duration) -> Result<FairLock> {
-        check_thread_wait_time(wait)?;
-        let inner = &self.inner;
+        let range = FairLock::MIN_THREAD_WAIT_TIME..=MAX_LEASE;
+        let hint = format!("use between {:?} and {MAX_LEASE:?}", range.start());
+        check_range("thread wait time", wait, range, &hint)?;
+        let mut inner = FairInner::clone(&self.inner);
+        inner.thread_wait_time = wait;
         Ok(FairLock {
-            inner: Arc::new(FairInner {
-                client: inner.client.clone(),
-                name: inner.name.clone(),
-                keys: FairLockKeys::new(inner.client.namespace(), &inner.name),
-                thread_wait_time: wait,
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -311,9 +307,9 @@ impl FairLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// let lock = client.fair_lock("printer");
-    /// assert_eq!(lock.thread_wait_time(), latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME);
+    /// assert_eq!(lock.thread_wait_time(), latchkey_redis::FairLock::DEFAULT_THREAD_WAIT_TIME);
     /// # }
     /// ```
     pub fn thread_wait_time(&self) -> Duration {
@@ -347,40 +343,27 @@ impl FairLock {
         let channel = self.inner.keys.channel(claim.owner());
         // The caller's place in the queue. Dropped without being disarmed (give-up, error,
         // cancellation), it leaves the queue.
-        let entry: std::sync::Mutex<Option<QueueEntry>> = std::sync::Mutex::new(None);
+        let place = Place::default();
         let waiting = Waiting {
             max_park: self.park_cap(),
-            site: Some(Site::new(&self.inner.client, "fair_lock", &self.inner.name)),
-            ..Waiting::new(&self.inner.client.inner.hub, &channel, WakePolicy::All)
+            ..self.waiting(&channel, WakePolicy::All, "fair_lock")
         };
         let granted = waiting
             .run(deadline, |turn| {
-                let (entry, claim) = (&entry, claim.clone());
+                let (place, claim) = (&place, claim.clone());
                 async move {
                     // Run detached: if the caller is gone when the answer comes, the guard or
                     // queue entry it carries is dropped in the task that finishes the call,
                     // which releases the hold or leaves the queue.
-                    let FairAttempt {
-                        attempt,
-                        entry: queued,
-                    } = detached_try(attempt(claim, lease, turn.park).boxed()).await?;
-                    if let Some(queued) = queued {
-                        // One owner, one place: the entry this acquire holds already is the same
-                        // one (replacing it would leave the queue in the background).
-                        let mut slot = entry.lock().unwrap_or_else(|e| e.into_inner());
-                        match &*slot {
-                            Some(_) => queued.disarm(),
-                            None => *slot = Some(queued),
-                        }
-                    }
+                    let FairAttempt { attempt, entry } =
+                        detached_try(attempt(claim, lease, turn.park).boxed()).await?;
+                    place.keep_first(entry);
                     Ok(attempt)
                 }
             })
             .await?;
         if granted.is_some() {
-            if let Some(entry) = entry.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                entry.disarm();
-            }
+            place.disarm();
         }
         Ok(granted)
     }
@@ -426,7 +409,7 @@ impl FairLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::FairLock) -> latchkey_redis::Result<()> {
     /// let waiting = lock.queue().await?;
     /// println!("{} waiting, next: {:?}", waiting.len(), waiting.first());
     /// # Ok(())
@@ -457,7 +440,7 @@ impl FairLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::FairLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::FairLock) -> latchkey_redis::Result<()> {
     /// let existed = lock.force_unlock().await?;
     /// # Ok(())
     /// # }
@@ -465,20 +448,14 @@ impl FairLock {
     #[tracing::instrument(level = "debug", name = "force_unlock", skip_all, fields(primitive = "fair_lock", name = %self.inner.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
-        let client = &self.inner.client.inner;
-        let inner = &self.inner;
         let mut invocation = FAIR_FORCE_UNLOCK.invocation();
+        for key in self.queue_keys() {
+            invocation.key(&*key);
+        }
         invocation
-            .key(&*inner.keys.hash)
-            .key(&*inner.keys.queue)
-            .key(&*inner.keys.deadlines)
-            .key(&*inner.keys.channel_prefix)
             .arg(UNLOCK_MESSAGE)
-            .arg(client.conn.publish_command());
-        let deleted: i64 = client
-            .conn
-            .script(&invocation, "force-unlocking", &self.inner.name)
-            .await?;
+            .arg(self.inner.client.inner.conn.publish_command());
+        let deleted: i64 = self.script(&invocation, "force-unlocking").await?;
         Ok(deleted == 1)
     }
 }
@@ -525,11 +502,8 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
         |core| FairLockGuard { core },
         |reply| match reply {
             [0, retry_after, queued] => {
-                entry = (*queued == 1).then(|| QueueEntry {
-                    lock: lock.clone(),
-                    owner: claim.owner().clone(),
-                    armed: true,
-                });
+                entry = (*queued == 1)
+                    .then(|| LeaveOnDrop::new(&client.background, lock.leave_task(claim.owner())));
                 Ok(Attempt::retry_after_ms(*retry_after))
             }
             other => Err(unexpected("the fair lock script", other)),
@@ -537,31 +511,6 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
     )
     .await?;
     Ok(FairAttempt { attempt, entry })
-}
-
-/// An acquire's place in the queue, as far as this process knows. Dropping it (rather than
-/// [`QueueEntry::disarm`]ing it after a grant) removes the entry in Redis through the
-/// background task.
-struct QueueEntry {
-    lock: FairLock,
-    owner: Arc<str>,
-    armed: bool,
-}
-
-impl QueueEntry {
-    /// The lock was granted: the acquire script removed the entry already.
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for QueueEntry {
-    fn drop(&mut self) {
-        if self.armed {
-            let client = &self.lock.inner.client.inner;
-            let _ = client.background.send(self.lock.leave_task(&self.owner));
-        }
-    }
 }
 
 /// One hold of a [`FairLock`]. Releasing it (explicitly with [`FairLockGuard::unlock`], or by
@@ -577,8 +526,10 @@ pub struct FairLockGuard {
 
 lock_guard!(FairLockGuard, lock: FairLock, "client.fair_lock(\"orders:1001\").lock()");
 
+crate::client::object!(FairLock);
+
 impl Holds for FairLock {
-    crate::guard::holds_common!("fair_lock");
+    const KIND: &'static str = "fair_lock";
 
     fn key(&self) -> &Arc<str> {
         &self.inner.keys.hash
@@ -597,15 +548,4 @@ impl Holds for FairLock {
             "releasing a fair lock",
         )
     }
-}
-
-fn check_thread_wait_time(wait: Duration) -> Result<()> {
-    let min = FairLock::MIN_THREAD_WAIT_TIME;
-    if wait < min || wait > MAX_LEASE {
-        return Err(Error::invalid(
-            "thread wait time",
-            format!("{wait:?} is out of range; use between {min:?} and {MAX_LEASE:?}"),
-        ));
-    }
-    Ok(())
 }

@@ -37,9 +37,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Client;
+use crate::client::Object;
 use crate::error::{Error, Result};
-use crate::keys::check_name;
 use crate::metrics::{self, Op, Site};
 use crate::replica::AcquireCall;
 use crate::task::Task;
@@ -54,7 +53,7 @@ use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
 /// # Examples
 ///
 /// ```no_run
-/// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+/// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
 /// let guard = client.lock("orders:1001").lock().await?;
 /// let token: u64 = guard.fencing_token().get(); // send it along with each write
 /// # Ok(())
@@ -73,7 +72,7 @@ impl FencingToken {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(guard: latchkey::LockGuard) {
+    /// # async fn f(guard: latchkey_redis::LockGuard) {
     /// let token = guard.fencing_token();
     /// println!("writing with token {}", token.get());
     /// # }
@@ -138,7 +137,8 @@ impl fmt::Debug for Lost {
 /// Implemented by the lock guards ([`LockGuard`](crate::LockGuard),
 /// [`FairLockGuard`](crate::FairLockGuard), [`ReadGuard`](crate::ReadGuard),
 /// [`WriteGuard`](crate::WriteGuard)), [`MultiLockGuard`](crate::MultiLockGuard),
-/// [`RedLockGuard`](crate::RedLockGuard), [`Leadership`](crate::Leadership) and
+/// [`RedLockGuard`](crate::RedLockGuard), [`Leadership`](crate::Leadership),
+/// [`Permits`](crate::Permits) (never lost: a plain semaphore's permits have no lease) and
 /// [`LeasedPermits`](crate::LeasedPermits), so code that runs a critical section can take any
 /// of them, also as `&dyn Guard` (every method but `unlock`, which consumes the guard). Each
 /// type has the same methods as inherent methods too: importing the trait is only needed for
@@ -147,13 +147,13 @@ impl fmt::Debug for Lost {
 /// # Examples
 ///
 /// ```no_run
-/// use latchkey::Guard;
+/// use latchkey_redis::Guard;
 ///
 /// /// Runs `job` under any hold, stopping it if the hold is lost.
-/// async fn run_guarded<G: Guard>(guard: G, job: impl std::future::Future<Output = ()>) -> latchkey::Result<()> {
+/// async fn run_guarded<G: Guard>(guard: G, job: impl std::future::Future<Output = ()>) -> latchkey_redis::Result<()> {
 ///     let token = guard.fencing_token(); // pass it to the store you write to
 ///     tokio::select! {
-///         _ = guard.lost() => Err(latchkey::Error::Closed),
+///         _ = guard.lost() => Err(latchkey_redis::Error::Closed),
 ///         _ = job => guard.unlock().await,
 ///     }
 /// }
@@ -203,12 +203,9 @@ mod sealed {
 pub(crate) use sealed::Sealed;
 
 /// What the guard core needs of the primitive whose hold it keeps.
-pub(crate) trait Holds: Clone + Send + Sync + 'static {
-    fn client(&self) -> &Client;
-    /// The name as the user gave it, for errors.
-    fn name(&self) -> &str;
-    /// What kind of hold (`"lock"`, `"read"`, `"write"`, …), for the registry and metrics.
-    fn kind(&self) -> &'static str;
+pub(crate) trait Holds: Object + Clone + Send + Sync + 'static {
+    /// What kind of hold (`"lock"`, `"rw_read"`, …), for the registry and metrics.
+    const KIND: &'static str;
     /// The Redis key of the object.
     fn key(&self) -> &Arc<str>;
     /// The hash field an owner's hold is counted under: the owner id (the default), or a
@@ -229,21 +226,6 @@ pub(crate) trait Holds: Clone + Send + Sync + 'static {
         None
     }
 
-    /// One read-only command on the object, within the command timeout (the name checked
-    /// first).
-    async fn read<T: redis::FromRedisValue + Send>(
-        &self,
-        cmd: &redis::Cmd,
-        context: &'static str,
-    ) -> Result<T> {
-        check_name(self.name())?;
-        self.client()
-            .inner
-            .conn
-            .query(cmd, context, self.name())
-            .await
-    }
-
     /// Whether anybody holds the lock (one `EXISTS`).
     async fn exists(&self) -> Result<bool> {
         let cmd = redis::cmd("EXISTS").arg(&**self.key()).clone();
@@ -258,41 +240,9 @@ pub(crate) trait Holds: Clone + Send + Sync + 'static {
     }
 }
 
-/// The `client`, `name` and `kind` methods of a [`Holds`] impl for a handle whose `inner` has
-/// the client and the name.
-macro_rules! holds_common {
-    ($kind:literal) => {
-        fn client(&self) -> &crate::client::Client {
-            &self.inner.client
-        }
-
-        fn name(&self) -> &str {
-            &self.inner.name
-        }
-
-        fn kind(&self) -> &'static str {
-            $kind
-        }
-    };
-}
-pub(crate) use holds_common;
-
 /// The span of operation `op` on `held` (see [`metrics::span`]).
 pub(crate) fn op_span<H: Holds>(held: &H, op: Op, wait: Option<Duration>) -> tracing::Span {
-    metrics::span(
-        op,
-        metrics::primitive_of_kind(held.kind()),
-        held.name(),
-        wait,
-    )
-}
-
-/// The lease in milliseconds: the watchdog timeout for a watchdog lease.
-pub(crate) fn lease_ms(lease: Lease, watchdog_timeout: Duration) -> u64 {
-    match lease {
-        Lease::Watchdog => watchdog_timeout.as_millis() as u64,
-        Lease::Fixed(d) => d.as_millis() as u64,
-    }
+    metrics::span(op, metrics::primitive_of_kind(H::KIND), held.name(), wait)
 }
 
 /// One acquire call's owner: its id, the hash field its hold is counted under, and the release
@@ -349,24 +299,6 @@ impl<H: Holds> Claim<H> {
     pub(crate) fn field(&self) -> &Arc<str> {
         &self.0.field
     }
-
-    fn sending(&self) {
-        self.0.may_hold.store(true, Ordering::Release);
-    }
-
-    fn refused(&self) {
-        if !self.0.uncertain.load(Ordering::Acquire) {
-            self.0.may_hold.store(false, Ordering::Release);
-        }
-    }
-
-    fn lost_answer(&self) {
-        self.0.uncertain.store(true, Ordering::Release);
-    }
-
-    fn granted(&self) {
-        self.0.granted.store(true, Ordering::Release);
-    }
 }
 
 impl<H: Holds> Drop for ClaimInner<H> {
@@ -398,13 +330,14 @@ pub(crate) async fn attempt_hold<H, G>(
 where
     H: Holds,
 {
-    let held = &claim.0.held;
+    let state = &claim.0;
+    let held = &state.held;
     let client = &held.client().inner;
     let watchdog_timeout = client.config.watchdog_timeout;
-    let lease_ms = lease_ms(lease, watchdog_timeout);
+    let lease_ms = lease.ms(watchdog_timeout);
     let args = args(lease_ms);
     let sent_at = Instant::now();
-    claim.sending();
+    state.may_hold.store(true, Ordering::Release);
     let reply: Vec<i64> = match client
         .acquire_script(
             AcquireCall {
@@ -418,17 +351,17 @@ where
     {
         Ok(reply) => reply,
         Err(err) if err.is_uncertain() => {
-            claim.lost_answer();
+            state.uncertain.store(true, Ordering::Release);
             return Ok(Attempt::Stalled(err));
         }
         Err(err) => return Err(err),
     };
     match reply.as_slice() {
         [1, token] => {
-            claim.granted();
+            state.granted.store(true, Ordering::Release);
             metrics::record_token(*token as u64);
             let key = HoldKey {
-                kind: held.kind(),
+                kind: H::KIND,
                 key: held.key().clone(),
                 field: claim.field().clone(),
             };
@@ -449,7 +382,9 @@ where
             ))))
         }
         other => {
-            claim.refused();
+            if !state.uncertain.load(Ordering::Acquire) {
+                state.may_hold.store(false, Ordering::Release);
+            }
             refused(other)
         }
     }
@@ -475,7 +410,7 @@ impl<H: Holds> Hold<H> {
     /// that came too late to be kept, a hold whose renewals failed), never anybody else's.
     fn release(&mut self) -> (Task, bool) {
         self.released = true;
-        let primitive = metrics::primitive_of_kind(self.held.kind());
+        let primitive = metrics::primitive_of_kind(H::KIND);
         Site::new(self.held.client(), primitive, self.held.name()).observe(
             metrics::HOLD_DURATION,
             &[],
@@ -570,11 +505,20 @@ impl<H: Holds> GuardCore<H> {
         Arc::strong_count(&self.0)
     }
 
+    /// Forgets this hold without the release its last guard would send: for a primitive that
+    /// ended it in Redis itself (a job's run that recorded its outcome). Its renewals stop.
+    pub(crate) fn forget(self) {
+        if let Ok(mut hold) = Arc::try_unwrap(self.0) {
+            hold.released = true;
+            hold.held.client().inner.registry.released(&hold.ticket);
+        }
+    }
+
     /// Releases this guard; the last guard of the hold releases it in Redis and waits for
     /// Redis to confirm it (the release runs detached, so it completes if this future is
     /// dropped). Runs in an `unlock` span.
     pub(crate) fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        let primitive = metrics::primitive_of_kind(self.0.held.kind());
+        let primitive = metrics::primitive_of_kind(H::KIND);
         let span = metrics::span(Op::Unlock, primitive, self.0.held.name(), None);
         span.record("token", self.0.fencing_token);
         async move {
@@ -653,7 +597,7 @@ macro_rules! lock_guard {
             /// # Examples
             ///
             /// ```no_run
-            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
             /// # async fn long_job() {}
             #[doc = concat!("let guard = ", $example, ".await?;")]
             /// tokio::select! {
@@ -676,7 +620,7 @@ macro_rules! lock_guard {
             /// # Examples
             ///
             /// ```no_run
-            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
             #[doc = concat!("let outer = ", $example, ".await?;")]
             /// let inner = outer.reenter();
             /// assert_eq!(inner.fencing_token(), outer.fencing_token());
@@ -718,7 +662,7 @@ macro_rules! lock_guard {
             /// # Examples
             ///
             /// ```no_run
-            /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+            /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
             #[doc = concat!("let guard = ", $example, ".await?;")]
             /// guard.unlock().await?;
             /// # Ok(())
@@ -741,7 +685,7 @@ macro_rules! core_guard {
 
         impl crate::Guard for $guard {
             fn name(&self) -> &str {
-                crate::guard::Holds::name(self.core.held())
+                crate::client::Object::name(self.core.held())
             }
 
             fn fencing_token(&self) -> Option<crate::FencingToken> {
@@ -764,6 +708,42 @@ macro_rules! core_guard {
 }
 pub(crate) use core_guard;
 
+/// [`Guard`] for a guard type that has inherent `is_lost` and `lost` methods: its name is
+/// `$name`, its fencing token `$token` (with `$this` the guard), and `unlock` is its inherent
+/// method `$unlock`.
+macro_rules! forward_guard {
+    ($(#[$doc:meta])* $guard:ident, |$this:ident| $name:expr, $token:expr, $unlock:ident) => {
+        impl crate::guard::Sealed for $guard {}
+
+        $(#[$doc])*
+        impl crate::Guard for $guard {
+            fn name(&self) -> &str {
+                let $this = self;
+                $name
+            }
+
+            #[allow(unused_variables)]
+            fn fencing_token(&self) -> Option<crate::FencingToken> {
+                let $this = self;
+                $token
+            }
+
+            fn is_lost(&self) -> bool {
+                $guard::is_lost(self)
+            }
+
+            fn lost(&self) -> crate::Lost {
+                $guard::lost(self)
+            }
+
+            fn unlock(self) -> impl std::future::Future<Output = crate::Result<()>> + Send {
+                $guard::$unlock(self)
+            }
+        }
+    };
+}
+pub(crate) use forward_guard;
+
 /// The four acquire methods every lock handle has (`lock`, `try_lock`, `lock_with`,
 /// `try_lock_with`), over its `acquire(lease, deadline)`. The docs of `lock` (what waiting means
 /// for this kind of lock) and the first paragraph of `try_lock` are the handle's own.
@@ -780,10 +760,7 @@ macro_rules! lock_methods {
             pub async fn lock(&self) -> crate::Result<$guard> {
                 let span = crate::guard::op_span(self, crate::metrics::Op::Lock, None);
                 let acquire = self.acquire(crate::watchdog::Lease::Watchdog, None);
-                match tracing::Instrument::instrument(acquire, span).await? {
-                    Some(guard) => Ok(guard),
-                    None => unreachable!("an unbounded wait only ends with the lock"),
-                }
+                Ok(crate::wait::unbounded(tracing::Instrument::instrument(acquire, span).await?))
             }
 
             $(#[$try_doc])*
@@ -801,7 +778,7 @@ macro_rules! lock_methods {
             /// # Examples
             ///
             /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            #[doc = concat!("# async fn f(lock: latchkey_redis::", stringify!($handle), ") -> latchkey_redis::Result<()> {")]
             /// use std::time::Duration;
             /// match lock.try_lock(Duration::from_millis(500)).await? {
             ///     Some(guard) => guard.unlock().await?,
@@ -837,9 +814,9 @@ macro_rules! lock_methods {
             /// # Examples
             ///
             /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            #[doc = concat!("# async fn f(lock: latchkey_redis::", stringify!($handle), ") -> latchkey_redis::Result<()> {")]
             /// use std::time::Duration;
-            /// use latchkey::LockOptions;
+            /// use latchkey_redis::LockOptions;
             ///
             /// let options = LockOptions::new()
             ///     .lease(Duration::from_secs(10))
@@ -850,12 +827,8 @@ macro_rules! lock_methods {
             /// ```
             pub async fn lock_with(&self, options: crate::LockOptions) -> crate::Result<$guard> {
                 let started = std::time::Instant::now();
-                self.acquire_with(crate::metrics::Op::LockWith, options)
-                    .await?
-                    .ok_or_else(|| crate::Error::WaitTimedOut {
-                        name: self.name().to_owned(),
-                        waited: started.elapsed(),
-                    })
+                let granted = self.acquire_with(crate::metrics::Op::LockWith, options).await?;
+                crate::wait::or_timed_out(granted, self.name(), started)
             }
 
             #[doc = concat!("Like [`", stringify!($handle), "::lock_with`], but a wait that runs out is `Ok(None)`")]
@@ -872,9 +845,9 @@ macro_rules! lock_methods {
             /// # Examples
             ///
             /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            #[doc = concat!("# async fn f(lock: latchkey_redis::", stringify!($handle), ") -> latchkey_redis::Result<()> {")]
             /// use std::time::Duration;
-            /// use latchkey::LockOptions;
+            /// use latchkey_redis::LockOptions;
             ///
             /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
             /// if let Some(guard) = lock.try_lock_with(options).await? {
@@ -897,11 +870,7 @@ macro_rules! lock_methods {
                 options: crate::LockOptions,
             ) -> crate::Result<Option<$guard>> {
                 let span = crate::guard::op_span(self, op, options.wait_value());
-                let lease = options.checked_lease()?;
-                let deadline = options
-                    .wait_value()
-                    .map(|wait| crate::wait::deadline_after(wait, "`lock()`"))
-                    .transpose()?;
+                let (lease, deadline) = options.checked()?;
                 tracing::Instrument::instrument(self.acquire(lease, deadline), span).await
             }
         }
@@ -927,7 +896,7 @@ macro_rules! lock_reads {
             /// # Examples
             ///
             /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            #[doc = concat!("# async fn f(lock: latchkey_redis::", stringify!($handle), ") -> latchkey_redis::Result<()> {")]
             /// if lock.is_locked().await? {
             ///     println!("somebody holds {}", lock.name());
             /// }
@@ -953,7 +922,7 @@ macro_rules! lock_reads {
             /// # Examples
             ///
             /// ```no_run
-            #[doc = concat!("# async fn f(lock: latchkey::", stringify!($handle), ") -> latchkey::Result<()> {")]
+            #[doc = concat!("# async fn f(lock: latchkey_redis::", stringify!($handle), ") -> latchkey_redis::Result<()> {")]
             /// if let Some(left) = lock.remaining_lease().await? {
             ///     println!("expires in {left:?}");
             /// }

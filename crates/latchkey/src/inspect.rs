@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::keys::{
     check_name, FairLockKeys, LockKeys, PermitSemaphoreKeys, RwLockKeys, SemaphoreKeys,
 };
-use crate::lock::Holder;
+use crate::lock::{holders, lease, token, Holder};
 use crate::permit_semaphore::PermitId;
 use crate::scripts;
 use crate::scripts::Invoke;
@@ -31,7 +31,7 @@ const SCAN_COUNT: u32 = 1000;
 /// # Examples
 ///
 /// ```
-/// assert_eq!(latchkey::Kind::RwLock.as_str(), "rw_lock");
+/// assert_eq!(latchkey_redis::Kind::RwLock.as_str(), "rw_lock");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -54,7 +54,7 @@ impl Kind {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::Kind::FairLock.as_str(), "fair_lock");
+    /// assert_eq!(latchkey_redis::Kind::FairLock.as_str(), "fair_lock");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -71,8 +71,8 @@ impl Kind {
     /// # Examples
     ///
     /// ```
-    /// assert!(latchkey::Kind::RwLock.is_lock());
-    /// assert!(!latchkey::Kind::Semaphore.is_lock());
+    /// assert!(latchkey_redis::Kind::RwLock.is_lock());
+    /// assert!(!latchkey_redis::Kind::Semaphore.is_lock());
     /// ```
     pub fn is_lock(self) -> bool {
         matches!(self, Kind::Lock | Kind::FairLock | Kind::RwLock)
@@ -84,7 +84,7 @@ impl Kind {
 /// # Examples
 ///
 /// ```
-/// assert_eq!(latchkey::RwMode::Read.as_str(), "read");
+/// assert_eq!(latchkey_redis::RwMode::Read.as_str(), "read");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -101,7 +101,7 @@ impl RwMode {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::RwMode::Write.as_str(), "write");
+    /// assert_eq!(latchkey_redis::RwMode::Write.as_str(), "write");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -175,20 +175,6 @@ fn parse<T: FromRedisValue>(value: Value) -> Result<T> {
     redis::from_redis_value(value).map_err(|e| unexpected("the inspect script", e))
 }
 
-fn holders(flat: Vec<(String, u64)>) -> Vec<Holder> {
-    flat.into_iter()
-        .map(|(owner, holds)| Holder { owner, holds })
-        .collect()
-}
-
-fn lease(pttl: i64) -> Option<Duration> {
-    (pttl >= 0).then(|| Duration::from_millis(pttl as u64))
-}
-
-fn token(value: i64) -> Option<crate::FencingToken> {
-    (value >= 0).then(|| crate::FencingToken::new(value as u64))
-}
-
 impl Client {
     /// Reads what the name `name` holds, whichever primitive it is: a lock, a fair lock, a
     /// read-write lock, a semaphore or a permit semaphore (recognized from their Redisson
@@ -210,7 +196,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// if let Some(found) = client.inspect("orders:1001").await? {
     ///     println!("{} is a {} held by {} owner(s)", found.name, found.kind.as_str(), found.holders.len());
     /// }
@@ -343,7 +329,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// for name in client.scan_names("orders:*").await? {
     ///     if let Some(found) = client.inspect(&name).await? {
     ///         println!("{name}: {}", found.kind.as_str());
@@ -370,7 +356,7 @@ impl Client {
                 let (next, batch): (u64, Vec<Vec<u8>>) = self
                     .inner
                     .conn
-                    .query_on_slot(slot, &scan, "scanning for names", pattern)
+                    .query_on(Some(slot), &scan, "scanning for names", pattern)
                     .await?;
                 keys.extend(
                     batch
@@ -435,28 +421,5 @@ fn is_derived(name: &str, names: &BTreeSet<String>) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn derived_keys_are_not_names() {
-        let names: BTreeSet<String> = ["permits", "orders{eu}", "{permits}:timeout"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        assert!(is_derived("redisson_lock_token:{a}", &names));
-        assert!(is_derived("latchkey_queue:{a}", &names));
-        assert!(is_derived("{rw}:3f2a-uuid:1:rwlock_timeout:2", &names));
-        assert!(is_derived("{permits}:timeout", &names));
-        assert!(is_derived("orders{eu}:timeout", &names));
-        assert!(!is_derived("{gone}:timeout", &names), "no object: kept");
-        assert!(!is_derived("permits", &names));
-        assert!(!is_derived("jobs:rwlock_timeout:x", &names));
-    }
-
-    #[test]
-    fn namespaces_are_escaped_in_patterns() {
-        assert_eq!(escape_glob("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
-        assert_eq!(escape_glob("billing"), "billing");
-    }
-}
+#[path = "inspect_tests.rs"]
+mod tests;

@@ -75,7 +75,7 @@ fn whole_name_hash_tag(name: &str) -> Option<&str> {
 
 /// `<prefix>:{<name>}`, or `<prefix>:<name>` when `name` already has a `{` (its own hash tag):
 /// Redisson's `prefixName`.
-fn prefix_name(prefix: &str, name: &str) -> String {
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
@@ -85,7 +85,7 @@ fn prefix_name(prefix: &str, name: &str) -> String {
 
 /// `{<name>}:<suffix>`, or `<name>:<suffix>` when `name` already has a `{`: Redisson's
 /// `suffixName`.
-fn suffix_name(name: &str, suffix: &str) -> String {
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
     } else {
@@ -94,7 +94,7 @@ fn suffix_name(name: &str, suffix: &str) -> String {
 }
 
 /// The name an object called `name` has in Redis: `<namespace>:<name>`, or `name`.
-fn object_name(namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn object_name(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) => format!("{ns}:{name}"),
         None => name.to_owned(),
@@ -117,108 +117,95 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
 }
 
-/// The keys and channel of a reentrant lock (and of each node of a RedLock).
-#[derive(Debug)]
-pub(crate) struct LockKeys {
-    /// The Redisson lock hash: owner field → hold count. The object's name itself.
-    pub(crate) hash: Arc<str>,
-    /// The fencing counter, `redisson_lock_token:{name}`.
-    pub(crate) token: Arc<str>,
-    /// The unlock channel, `redisson_lock__channel:{name}`.
-    pub(crate) channel: Arc<str>,
-    /// latchkey's wait queue (zset of client wake ids by arrival).
-    pub(crate) queue: Arc<str>,
-    /// latchkey's waiter liveness (hash of client wake id → registered until).
-    pub(crate) alive: Arc<str>,
-    /// latchkey's hand-off reservation.
-    pub(crate) hand_off: Arc<str>,
+/// A struct of the keys and channels of one kind of object, and its `new` (for the object `name`
+/// of a client with `namespace`): the object's own name in the field named in brackets, if any,
+/// and in each other field the key `<prefix>:{object}` ([`prefix_name`]).
+macro_rules! prefixed_keys {
+    (
+        $(#[$doc:meta])*
+        $keys:ident $([$(#[$object_doc:meta])* $object:ident])? {
+            $($(#[$field_doc:meta])* $field:ident: $prefix:literal,)+
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub(crate) struct $keys {
+            $($(#[$object_doc])* pub(crate) $object: Arc<str>,)?
+            $($(#[$field_doc])* pub(crate) $field: Arc<str>,)+
+        }
+
+        impl $keys {
+            pub(crate) fn new(namespace: Option<&str>, name: &str) -> $keys {
+                let object = object_name(namespace, name);
+                $keys {
+                    $($field: Arc::from(prefix_name($prefix, &object)),)+
+                    $($object: Arc::from(object),)?
+                }
+            }
+        }
+    };
 }
 
-impl LockKeys {
-    /// The keys of the lock `name` of a client with `namespace`.
-    pub(crate) fn new(namespace: Option<&str>, name: &str) -> LockKeys {
-        let object = object_name(namespace, name);
-        let key = |prefix: &str| Arc::from(prefix_name(prefix, &object));
-        LockKeys {
-            token: key("redisson_lock_token"),
-            channel: key("redisson_lock__channel"),
-            queue: key("latchkey_lock_queue"),
-            alive: key("latchkey_lock_alive"),
-            hand_off: key("latchkey_lock_handoff"),
-            hash: Arc::from(object),
-        }
+prefixed_keys! {
+    /// The keys and channel of a reentrant lock (and of each node of a RedLock).
+    LockKeys [
+        /// The Redisson lock hash: owner field → hold count. The object's name itself.
+        hash
+    ] {
+        /// The fencing counter, `redisson_lock_token:{name}`.
+        token: "redisson_lock_token",
+        /// The unlock channel, `redisson_lock__channel:{name}`.
+        channel: "redisson_lock__channel",
+        /// latchkey's wait queue (zset of client wake ids by arrival).
+        queue: "latchkey_lock_queue",
+        /// latchkey's waiter liveness (hash of client wake id → registered until).
+        alive: "latchkey_lock_alive",
+        /// latchkey's hand-off reservation.
+        hand_off: "latchkey_lock_handoff",
     }
 }
 
-/// The keys and channels of a leader election (latchkey's own; Redisson has no election).
-#[derive(Debug)]
-pub(crate) struct ElectionKeys {
-    /// The leader key: a hash with one field, the leader's owner id, holding
-    /// `<term>:<value>` (a held lock's layout), `latchkey_election:{name}`.
-    pub(crate) leader: Arc<str>,
-    /// The term counter (never expires).
-    pub(crate) term: Arc<str>,
-    /// The change log: the last changes, for observers (never expires).
-    pub(crate) log: Arc<str>,
-    /// The wait queue (zset of client wake ids by arrival).
-    pub(crate) queue: Arc<str>,
-    /// The waiters' liveness (hash of client wake id → registered until).
-    pub(crate) alive: Arc<str>,
-    /// The hand-off reservation.
-    pub(crate) hand_off: Arc<str>,
-    /// The channel waiters are woken on (one at a time).
-    pub(crate) channel: Arc<str>,
-    /// The channel every change is published on, for observers.
-    pub(crate) observe: Arc<str>,
-}
-
-impl ElectionKeys {
-    /// The keys of the election `name` of a client with `namespace`.
-    pub(crate) fn new(namespace: Option<&str>, name: &str) -> ElectionKeys {
-        let object = object_name(namespace, name);
-        let key = |prefix: &str| Arc::from(prefix_name(prefix, &object));
-        ElectionKeys {
-            leader: key("latchkey_election"),
-            term: key("latchkey_election_term"),
-            log: key("latchkey_election_log"),
-            queue: key("latchkey_election_queue"),
-            alive: key("latchkey_election_alive"),
-            hand_off: key("latchkey_election_handoff"),
-            channel: key("latchkey_election_channel"),
-            observe: key("latchkey_election_observe"),
-        }
+prefixed_keys! {
+    /// The keys and channels of a leader election (latchkey's own; Redisson has no election).
+    ElectionKeys {
+        /// The leader key: a hash with one field, the leader's owner id, holding
+        /// `<term>:<value>` (a held lock's layout), `latchkey_election:{name}`.
+        leader: "latchkey_election",
+        /// The term counter (expires with the election idle).
+        term: "latchkey_election_term",
+        /// The change log: the last changes, for observers (expires with the election idle).
+        log: "latchkey_election_log",
+        /// The wait queue (zset of client wake ids by arrival).
+        queue: "latchkey_election_queue",
+        /// The waiters' liveness (hash of client wake id → registered until).
+        alive: "latchkey_election_alive",
+        /// The hand-off reservation.
+        hand_off: "latchkey_election_handoff",
+        /// The channel waiters are woken on (one at a time).
+        channel: "latchkey_election_channel",
+        /// The channel every change is published on, for observers.
+        observe: "latchkey_election_observe",
     }
 }
 
-/// The keys and channels of a fair lock (Redisson's `RedissonFairLock`).
-#[derive(Debug)]
-pub(crate) struct FairLockKeys {
-    /// The lock hash, as for a [`LockKeys::hash`].
-    pub(crate) hash: Arc<str>,
-    /// The fencing counter (shared with the reentrant lock of the same name).
-    pub(crate) token: Arc<str>,
-    /// The waiters' queue, `redisson_lock_queue:{name}`.
-    pub(crate) queue: Arc<str>,
-    /// The waiters' deadlines, `redisson_lock_timeout:{name}`.
-    pub(crate) deadlines: Arc<str>,
-    /// `redisson_lock__channel:{name}`: each waiter's wake channel is `<this>:<owner>`.
-    pub(crate) channel_prefix: Arc<str>,
+prefixed_keys! {
+    /// The keys and channels of a fair lock (Redisson's `RedissonFairLock`).
+    FairLockKeys [
+        /// The lock hash, as for a [`LockKeys::hash`].
+        hash
+    ] {
+        /// The fencing counter (shared with the reentrant lock of the same name).
+        token: "redisson_lock_token",
+        /// The waiters' queue, `redisson_lock_queue:{name}`.
+        queue: "redisson_lock_queue",
+        /// The waiters' deadlines, `redisson_lock_timeout:{name}`.
+        deadlines: "redisson_lock_timeout",
+        /// `redisson_lock__channel:{name}`: each waiter's wake channel is `<this>:<owner>`.
+        channel_prefix: "redisson_lock__channel",
+    }
 }
 
 impl FairLockKeys {
-    /// The keys of the fair lock `name` of a client with `namespace`.
-    pub(crate) fn new(namespace: Option<&str>, name: &str) -> FairLockKeys {
-        let object = object_name(namespace, name);
-        let key = |prefix: &str| Arc::from(prefix_name(prefix, &object));
-        FairLockKeys {
-            token: key("redisson_lock_token"),
-            queue: key("redisson_lock_queue"),
-            deadlines: key("redisson_lock_timeout"),
-            channel_prefix: key("redisson_lock__channel"),
-            hash: Arc::from(object),
-        }
-    }
-
     /// The wake channel of the waiter `owner`: `redisson_lock__channel:{name}:<owner>`.
     pub(crate) fn channel(&self, owner: &str) -> Arc<str> {
         Arc::from(format!("{}:{owner}", self.channel_prefix))
@@ -263,26 +250,16 @@ impl RwLockKeys {
     }
 }
 
-/// The keys and channel of a semaphore (Redisson's `RedissonSemaphore`).
-#[derive(Debug)]
-pub(crate) struct SemaphoreKeys {
-    /// The count of available permits: the object's name itself.
-    pub(crate) count: Arc<str>,
-    /// latchkey's record of the total, `latchkey_semaphore_total:{name}`.
-    pub(crate) total: Arc<str>,
-    /// The release channel, `redisson_sc:{name}`.
-    pub(crate) channel: Arc<str>,
-}
-
-impl SemaphoreKeys {
-    /// The keys of the semaphore `name` of a client with `namespace`.
-    pub(crate) fn new(namespace: Option<&str>, name: &str) -> SemaphoreKeys {
-        let object = object_name(namespace, name);
-        SemaphoreKeys {
-            total: Arc::from(prefix_name("latchkey_semaphore_total", &object)),
-            channel: Arc::from(prefix_name("redisson_sc", &object)),
-            count: Arc::from(object),
-        }
+prefixed_keys! {
+    /// The keys and channel of a semaphore (Redisson's `RedissonSemaphore`).
+    SemaphoreKeys [
+        /// The count of available permits: the object's name itself.
+        count
+    ] {
+        /// latchkey's record of the total, `latchkey_semaphore_total:{name}`.
+        total: "latchkey_semaphore_total",
+        /// The release channel, `redisson_sc:{name}`.
+        channel: "redisson_sc",
     }
 }
 
@@ -344,41 +321,22 @@ impl LatchKeys {
     }
 }
 
-/// The keys and channels of a delayed queue and its blocking queue (see the table in the
-/// [`DelayedQueue`](crate::DelayedQueue) docs).
-#[derive(Debug)]
-pub(crate) struct QueueKeys {
-    pub(crate) delayed: Arc<str>,
-    pub(crate) ready: Arc<str>,
-    pub(crate) items: Arc<str>,
-    pub(crate) unacked: Arc<str>,
-    pub(crate) attempts: Arc<str>,
-    pub(crate) dead: Arc<str>,
-    /// Item id → why it was dead-lettered.
-    pub(crate) dead_reason: Arc<str>,
-    /// Item id → due time (ms since the epoch), until the item is finished.
-    pub(crate) due: Arc<str>,
-    pub(crate) delay_channel: Arc<str>,
-    pub(crate) ready_channel: Arc<str>,
-}
-
-impl QueueKeys {
-    /// The keys of the queue `name` of a client with `namespace`.
-    pub(crate) fn new(namespace: Option<&str>, name: &str) -> QueueKeys {
-        let object = object_name(namespace, name);
-        let key = |prefix: &str| Arc::from(prefix_name(prefix, &object));
-        QueueKeys {
-            delayed: key("latchkey_delay_queue_timeout"),
-            ready: key("latchkey_queue"),
-            items: key("latchkey_queue_items"),
-            unacked: key("latchkey_queue_unacked"),
-            attempts: key("latchkey_queue_attempts"),
-            dead: key("latchkey_queue_dead"),
-            dead_reason: key("latchkey_queue_dead_reason"),
-            due: key("latchkey_queue_due"),
-            delay_channel: key("latchkey_delay_queue_channel"),
-            ready_channel: key("latchkey_queue_channel"),
-        }
+prefixed_keys! {
+    /// The keys and channels of a delayed queue and its blocking queue (see the table in the
+    /// [`DelayedQueue`](crate::DelayedQueue) docs).
+    QueueKeys {
+        delayed: "latchkey_delay_queue_timeout",
+        ready: "latchkey_queue",
+        items: "latchkey_queue_items",
+        unacked: "latchkey_queue_unacked",
+        attempts: "latchkey_queue_attempts",
+        dead: "latchkey_queue_dead",
+        /// Item id → why it was dead-lettered.
+        dead_reason: "latchkey_queue_dead_reason",
+        /// Item id → due time (ms since the epoch), until the item is finished.
+        due: "latchkey_queue_due",
+        delay_channel: "latchkey_delay_queue_channel",
+        ready_channel: "latchkey_queue_channel",
     }
 }
 
@@ -398,246 +356,5 @@ macro_rules! named_debug {
 pub(crate) use named_debug;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn derived_names_keep_one_hash_tag() {
-        assert_eq!(
-            prefix_name("redisson_lock_token", "a"),
-            "redisson_lock_token:{a}"
-        );
-        assert_eq!(
-            prefix_name("redisson_lock_token", "a{b}"),
-            "redisson_lock_token:a{b}"
-        );
-        assert_eq!(suffix_name("a", "timeout"), "{a}:timeout");
-        assert_eq!(suffix_name("x{a}", "timeout"), "x{a}:timeout");
-    }
-
-    #[test]
-    fn slots_follow_hash_tags() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(key_slot(b"123456789"), 12739);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_eq!(key_slot(b"redisson_lock__channel:{a}"), key_slot(b"a"));
-    }
-
-    /// Redisson's names, byte for byte (Java clients share these keys), and latchkey's own.
-    #[test]
-    fn every_primitive_has_redissons_names() {
-        let lock = LockKeys::new(None, "orders");
-        let names = [
-            &lock.hash,
-            &lock.token,
-            &lock.channel,
-            &lock.queue,
-            &lock.alive,
-            &lock.hand_off,
-        ];
-        assert_eq!(
-            names.map(|n| &**n),
-            [
-                "orders",
-                "redisson_lock_token:{orders}",
-                "redisson_lock__channel:{orders}",
-                "latchkey_lock_queue:{orders}",
-                "latchkey_lock_alive:{orders}",
-                "latchkey_lock_handoff:{orders}",
-            ]
-        );
-
-        let fair = FairLockKeys::new(None, "printer");
-        let names = [&fair.hash, &fair.token, &fair.queue, &fair.deadlines];
-        assert_eq!(
-            names.map(|n| &**n),
-            [
-                "printer",
-                "redisson_lock_token:{printer}",
-                "redisson_lock_queue:{printer}",
-                "redisson_lock_timeout:{printer}",
-            ]
-        );
-        assert_eq!(
-            &*fair.channel("c1:7"),
-            "redisson_lock__channel:{printer}:c1:7"
-        );
-
-        let rw = RwLockKeys::new(None, "config");
-        let names = [
-            &rw.hash,
-            &rw.token,
-            &rw.writers,
-            &rw.channel,
-            &rw.lease_prefix,
-        ];
-        assert_eq!(
-            names.map(|n| &**n),
-            [
-                "config",
-                "latchkey_rwlock_token:{config}",
-                "latchkey_rwlock_writers:{config}",
-                "redisson_rwlock:{config}",
-                "{config}",
-            ]
-        );
-        assert_eq!(&*rw.read_prefix("c1:7"), "{config}:c1:7:rwlock_timeout");
-
-        let sem = SemaphoreKeys::new(None, "downloads");
-        assert_eq!(
-            [&sem.count, &sem.total, &sem.channel].map(|n| &**n),
-            [
-                "downloads",
-                "latchkey_semaphore_total:{downloads}",
-                "redisson_sc:{downloads}",
-            ]
-        );
-
-        let psem = PermitSemaphoreKeys::new(None, "workers");
-        assert_eq!(
-            [&psem.permits, &psem.leases, &psem.channel].map(|n| &**n),
-            ["workers", "{workers}:timeout", "redisson_sc:{workers}"]
-        );
-
-        let queue = QueueKeys::new(None, "jobs");
-        let names = [
-            &queue.delayed,
-            &queue.ready,
-            &queue.items,
-            &queue.unacked,
-            &queue.attempts,
-            &queue.dead,
-            &queue.dead_reason,
-            &queue.due,
-            &queue.delay_channel,
-            &queue.ready_channel,
-        ];
-        assert_eq!(
-            names.map(|n| &**n),
-            [
-                "latchkey_delay_queue_timeout:{jobs}",
-                "latchkey_queue:{jobs}",
-                "latchkey_queue_items:{jobs}",
-                "latchkey_queue_unacked:{jobs}",
-                "latchkey_queue_attempts:{jobs}",
-                "latchkey_queue_dead:{jobs}",
-                "latchkey_queue_dead_reason:{jobs}",
-                "latchkey_queue_due:{jobs}",
-                "latchkey_delay_queue_channel:{jobs}",
-                "latchkey_queue_channel:{jobs}",
-            ]
-        );
-    }
-
-    /// The namespace is part of the object's name, so every derived name follows it, and an
-    /// object's own hash tag is kept.
-    #[test]
-    fn one_rule_for_namespaces_and_hash_tags() {
-        let lock = LockKeys::new(Some("billing"), "orders");
-        assert_eq!(&*lock.hash, "billing:orders");
-        assert_eq!(&*lock.token, "redisson_lock_token:{billing:orders}");
-        let tagged = LockKeys::new(Some("billing"), "orders:{eu}");
-        assert_eq!(&*tagged.hash, "billing:orders:{eu}");
-        assert_eq!(&*tagged.token, "redisson_lock_token:billing:orders:{eu}");
-        let rw = RwLockKeys::new(Some("ns"), "cfg{x}");
-        assert_eq!(&*rw.lease_prefix, "ns:cfg{x}");
-        assert_eq!(&*rw.read_prefix("o"), "ns:cfg{x}:o:rwlock_timeout");
-        assert_eq!(
-            &*PermitSemaphoreKeys::new(Some("ns"), "w").leases,
-            "{ns:w}:timeout"
-        );
-        let queue = QueueKeys::new(Some("ns"), "jobs:{eu}");
-        assert_eq!(&*queue.ready, "latchkey_queue:ns:jobs:{eu}");
-        assert_eq!(
-            LatchKeys::new(Some("ns"), "ready", false).channel,
-            "redisson_countdownlatch__channel__{ns:ready}"
-        );
-        // Every key of an object is in the object's slot.
-        for (namespace, name) in [(None, "a"), (Some("ns"), "b"), (None, "c:{tag}")] {
-            let lock = LockKeys::new(namespace, name);
-            let slot = key_slot(lock.hash.as_bytes());
-            for key in [
-                &lock.token,
-                &lock.channel,
-                &lock.queue,
-                &lock.alive,
-                &lock.hand_off,
-            ] {
-                assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
-            }
-        }
-    }
-
-    /// Every key and channel of an election is latchkey's own and in the election's slot.
-    #[test]
-    fn election_keys_share_one_slot() {
-        let keys = ElectionKeys::new(Some("ns"), "jobs");
-        assert_eq!(&*keys.leader, "latchkey_election:{ns:jobs}");
-        assert_eq!(&*keys.term, "latchkey_election_term:{ns:jobs}");
-        assert_eq!(&*keys.observe, "latchkey_election_observe:{ns:jobs}");
-        for (namespace, name) in [(None, "a"), (Some("ns"), "b"), (None, "c:{tag}")] {
-            let keys = ElectionKeys::new(namespace, name);
-            let slot = key_slot(keys.leader.as_bytes());
-            for key in [
-                &keys.term,
-                &keys.log,
-                &keys.queue,
-                &keys.alive,
-                &keys.hand_off,
-                &keys.channel,
-                &keys.observe,
-            ] {
-                assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
-            }
-        }
-    }
-
-    #[test]
-    fn the_latch_channel_is_redissons_unless_that_leaves_the_keys_slot() {
-        let channel = |name: &str, cluster: bool| LatchKeys::new(None, name, cluster).channel;
-        for cluster in [false, true] {
-            assert_eq!(
-                channel("ready", cluster),
-                "redisson_countdownlatch__channel__{ready}"
-            );
-        }
-        assert_eq!(
-            channel("orders{eu}:1", false),
-            "redisson_countdownlatch__channel__{orders{eu}:1}"
-        );
-        let tagged = channel("orders{eu}:1", true);
-        assert_eq!(tagged, "redisson_countdownlatch__channel__orders{eu}:1");
-        assert_eq!(key_slot(tagged.as_bytes()), key_slot(b"eu"));
-        // A `{` without a closing brace is no hash tag: Redisson's channel shares the slot.
-        assert_eq!(
-            channel("a{b", true),
-            "redisson_countdownlatch__channel__{a{b}"
-        );
-    }
-
-    #[test]
-    fn names_are_checked() {
-        assert!(check_name("").unwrap_err().is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
-        assert!(check_name("redisson_lock_token:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("latchkey_lock_queue:{a}")
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_name("orders:{1001}").is_ok());
-        assert!(check_name("{1001}:orders").is_ok());
-        assert!(check_name("{a}{b}").is_ok());
-        for whole_tag in ["{a}", "{}", "{a}b}", "{orders:1001}"] {
-            assert!(
-                check_name(whole_tag).unwrap_err().is_invalid_argument(),
-                "{whole_tag}"
-            );
-        }
-    }
-}
+#[path = "keys_tests.rs"]
+mod tests;

@@ -5,15 +5,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, LatchKeys};
-use crate::metrics::{self, Op, Site};
+use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
-use crate::task::Task;
-use crate::wait::{deadline_after, Attempt, Waiting};
-
 use crate::scripts::{LATCH_COUNT_DOWN, LATCH_SET_COUNT};
+use crate::task::Task;
+use crate::wait::{deadline_after, Attempt};
 
 /// Redisson's `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the latch opened.
 const ZERO_COUNT_MESSAGE: &str = "0";
@@ -35,8 +34,8 @@ const NEW_COUNT_MESSAGE: &str = "1";
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let latch = client.count_down_latch("workers-ready");
 /// latch.try_set_count(3).await?;
 ///
@@ -64,6 +63,7 @@ struct LatchInner {
 }
 
 named_debug!(CountDownLatch);
+crate::client::object!(CountDownLatch);
 
 impl Client {
     /// A count-down latch named `name`, in Redisson's `RCountDownLatch` layout.
@@ -73,7 +73,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let latch = client.count_down_latch("workers-ready");
     /// latch.try_set_count(3).await?;
     /// # Ok(())
@@ -102,7 +102,7 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.count_down_latch("workers-ready").name(), "workers-ready");
     /// # }
     /// ```
@@ -125,7 +125,7 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// # async fn f(latch: latchkey_redis::CountDownLatch) -> latchkey_redis::Result<()> {
     /// if !latch.try_set_count(3).await? {
     ///     println!("already armed with {}", latch.count().await?);
     /// }
@@ -169,7 +169,7 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// # async fn f(latch: latchkey_redis::CountDownLatch) -> latchkey_redis::Result<()> {
     /// let left = latch.count_down().await?;
     /// println!("{left} to go");
     /// # Ok(())
@@ -204,24 +204,14 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// # async fn f(latch: latchkey_redis::CountDownLatch) -> latchkey_redis::Result<()> {
     /// println!("{} to go", latch.count().await?);
     /// # Ok(())
     /// # }
     /// ```
     pub async fn count(&self) -> Result<u64> {
-        check_name(&self.inner.name)?;
-        let n: Option<i64> = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(
-                redis::cmd("GET").arg(&self.inner.key),
-                "reading a latch count",
-                &self.inner.name,
-            )
-            .await?;
+        let cmd = redis::cmd("GET").arg(&self.inner.key).clone();
+        let n: Option<i64> = self.read(&cmd, "reading a latch count").await?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
@@ -246,7 +236,7 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// # async fn f(latch: latchkey_redis::CountDownLatch) -> latchkey_redis::Result<()> {
     /// latch.wait().await?;
     /// println!("every worker is ready");
     /// # Ok(())
@@ -272,7 +262,7 @@ impl CountDownLatch {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(latch: latchkey::CountDownLatch) -> latchkey::Result<()> {
+    /// # async fn f(latch: latchkey_redis::CountDownLatch) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if !latch.wait_for(Duration::from_secs(5)).await? {
     ///     println!("still {} to go", latch.count().await?);
@@ -316,13 +306,8 @@ impl CountDownLatch {
     }
 
     async fn wait_until_inner(&self, deadline: Option<Instant>) -> Result<bool> {
-        let opened = Waiting::new(
-            &self.inner.client.inner.hub,
-            &self.inner.channel,
-            WakePolicy::All,
-        )
-        .metered(Site::new(&self.inner.client, "latch", &self.inner.name))
-        .run(deadline, |_| async {
+        let waiting = self.waiting(&self.inner.channel, WakePolicy::All, "latch");
+        let opened = waiting.run(deadline, |_| async {
             Ok(match self.count().await {
                 Ok(0) => Attempt::Granted(()),
                 Ok(_) => Attempt::retry_after_ms(-1),
@@ -330,8 +315,7 @@ impl CountDownLatch {
                 Err(err) if err.is_uncertain() => Attempt::Stalled(err),
                 Err(err) => return Err(err),
             })
-        })
-        .await?;
-        Ok(opened.is_some())
+        });
+        Ok(opened.await?.is_some())
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod blocking;
 mod client;
+mod client_info;
 mod codec;
 mod conn;
 mod connect;
@@ -22,9 +23,12 @@ mod multi_lock;
 mod permit_semaphore;
 mod pubsub;
 mod queue;
+mod rate_limit;
 mod redlock;
 mod replica;
 mod rwlock;
+#[cfg(feature = "scheduler")]
+mod scheduler;
 mod scripts;
 mod semaphore;
 mod sentinel_watch;
@@ -41,7 +45,12 @@ mod layers_test;
 /// the version latchkey takes.
 pub use redis;
 
+/// The time-zone database of [`Schedule::in_time_zone`] (the chrono-tz crate), re-exported so
+/// that its version always matches.
+#[cfg(feature = "scheduler")]
+pub use chrono_tz;
 pub use client::{Client, ClientBuilder};
+pub use client_info::ClientInfo;
 pub use codec::{Codec, Json};
 pub use election::{Election, Leader, Leadership};
 pub use error::{Error, Refused, Result};
@@ -56,8 +65,11 @@ pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemapho
 pub use queue::{
     Ack, BlockingQueue, DeadLetter, DelayedQueue, Delivery, ItemId, Nack, PendingItem,
 };
+pub use rate_limit::{GcraLimiter, Quota, RateConfig, RateDecision, RateLimiter, RateType};
 pub use redlock::{RedLock, RedLockBuilder, RedLockGuard};
 pub use replica::ReplicaSync;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
+#[cfg(feature = "scheduler")]
+pub use scheduler::{JobInfo, JobOptions, JobRun, Missed, Overlap, Run, Schedule, Scheduler};
 pub use semaphore::{Permits, Semaphore};
 pub use watchdog::MAX_LEASE;

@@ -6,18 +6,16 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::Result;
 use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, GuardCore, Holds};
 use crate::keys::{check_name, named_debug, LockKeys};
-use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::scripts;
-use crate::scripts::Invoke;
+use crate::scripts::{self, Invoke};
 use crate::task::{detached_try, Task};
-use crate::wait::{unexpected, Attempt, Waiting};
-use crate::watchdog::{check_lease, Lease, COUNTER_IDLE};
+use crate::wait::{checked_options, unexpected, Attempt, Waiting};
+use crate::watchdog::{Lease, COUNTER_IDLE};
 
 /// How long a lock handed off to a waiting client stays reserved for it.
 pub(crate) const HAND_OFF_RESERVATION: Duration = Duration::from_millis(200);
@@ -31,7 +29,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let lock = client.lock("orders:1001");
     /// let guard = lock.lock().await?;
     /// assert!(lock.is_locked().await?);
@@ -71,13 +69,30 @@ pub struct Holder {
     pub holds: u64,
 }
 
+/// The holders in a flat list of `(owner, holds)`, as the status and inspect scripts give them.
+pub(crate) fn holders(flat: Vec<(String, u64)>) -> Vec<Holder> {
+    flat.into_iter()
+        .map(|(owner, holds)| Holder { owner, holds })
+        .collect()
+}
+
+/// A remaining lease from a `PTTL` (negative: none).
+pub(crate) fn lease(pttl: i64) -> Option<Duration> {
+    (pttl >= 0).then(|| Duration::from_millis(pttl as u64))
+}
+
+/// A fencing token from a counter read (negative: none).
+pub(crate) fn token(value: i64) -> Option<crate::FencingToken> {
+    (value >= 0).then(|| crate::FencingToken::new(value as u64))
+}
+
 /// Options for [`Lock::lock_with`] and [`Lock::try_lock_with`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use latchkey::LockOptions;
+/// use latchkey_redis::LockOptions;
 ///
 /// // Hold for at most 10 s (no watchdog), wait at most 2 s for it.
 /// let options = LockOptions::new()
@@ -102,15 +117,9 @@ impl LockOptions {
         self.lease
     }
 
-    /// The lease kind these options ask for, checked.
-    pub(crate) fn checked_lease(&self) -> Result<Lease> {
-        match self.lease {
-            Some(lease) => {
-                check_lease(lease)?;
-                Ok(Lease::Fixed(lease))
-            }
-            None => Ok(Lease::Watchdog),
-        }
+    /// The lease and the deadline these options ask for, checked.
+    pub(crate) fn checked(&self) -> Result<(Lease, Option<Instant>)> {
+        checked_options(self.lease, self.wait, "`lock()`")
     }
 
     /// The wait, if one was given (read by the multi-lock and RedLock).
@@ -154,8 +163,8 @@ impl LockOptions {
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let lock = client.lock("orders:1001");
 ///
 /// let guard = lock.lock().await?;
@@ -177,17 +186,6 @@ struct LockInner {
 }
 
 named_debug!(Lock);
-
-/// What a granted attempt does to the caller's client's place in the lock's wait queue.
-#[derive(Clone, Copy)]
-enum Queue {
-    /// Leave it: no other waiter of the client waits for the lock.
-    Leave,
-    /// Stay: other waiters of the client still wait.
-    Stay,
-    /// The client is not in the queue.
-    NotRegistered,
-}
 
 lock_reads!(Lock);
 
@@ -225,7 +223,7 @@ lock_methods! {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::Lock) -> latchkey_redis::Result<()> {
     /// let guard = lock.lock().await?;
     /// // … the critical section …
     /// guard.unlock().await?;
@@ -254,7 +252,7 @@ impl Lock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.lock("printer").name(), "printer");
     /// # }
     /// ```
@@ -267,24 +265,12 @@ impl Lock {
         let leave = || self.leave_task();
         let waiting = Waiting {
             on_leave: Some(&leave),
-            site: Some(Site::new(&self.inner.client, "lock", &self.inner.name)),
-            ..Waiting::new(
-                &self.inner.client.inner.hub,
-                &self.inner.keys.channel,
-                WakePolicy::Lock,
-            )
+            ..self.waiting(&self.inner.keys.channel, WakePolicy::Lock, "lock")
         };
         let claim = Claim::new(self);
         waiting
             .run(deadline, |turn| {
-                // Nobody of this client waits for the lock (no subscription, no other waiter):
-                // the client is not in the lock's wait queue.
-                let queue = match (turn.others, turn.subscribed) {
-                    (0, false) => Queue::NotRegistered,
-                    (0, true) => Queue::Leave,
-                    _ => Queue::Stay,
-                };
-                let claim = claim.clone();
+                let (claim, queue) = (claim.clone(), turn.queue());
                 // Boxed (as a `dyn Future`, which also keeps the callers' `Send` checks
                 // shallow), and run detached: a caller who goes away cannot strand a hold (see
                 // `task::detached`).
@@ -330,7 +316,7 @@ impl Lock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::Lock) -> latchkey_redis::Result<()> {
     /// let status = lock.status().await?;
     /// for holder in &status.holders {
     ///     println!("{} holds it {} time(s)", holder.owner, holder.holds);
@@ -346,21 +332,13 @@ impl Lock {
             .key(&*self.inner.keys.hash)
             .key(&*self.inner.keys.token)
             .key(&*self.inner.keys.queue);
-        let (holders, pttl, token, waiting): (Vec<(String, u64)>, i64, i64, u64) = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "reading a lock's status", &self.inner.name)
-            .await?;
+        let (owners, pttl, last, waiting_clients): (Vec<(String, u64)>, i64, i64, u64) =
+            self.script(&invocation, "reading a lock's status").await?;
         Ok(LockStatus {
-            holders: holders
-                .into_iter()
-                .map(|(owner, holds)| Holder { owner, holds })
-                .collect(),
-            remaining_lease: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-            fencing_token: (token >= 0).then_some(crate::FencingToken::new(token as u64)),
-            waiting_clients: waiting,
+            holders: holders(owners),
+            remaining_lease: lease(pttl),
+            fencing_token: token(last),
+            waiting_clients,
         })
     }
 
@@ -379,7 +357,7 @@ impl Lock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::Lock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::Lock) -> latchkey_redis::Result<()> {
     /// let existed = lock.force_unlock().await?;
     /// # Ok(())
     /// # }
@@ -393,13 +371,7 @@ impl Lock {
             .key(&*self.inner.keys.channel)
             .arg(scripts::UNLOCK_MESSAGE)
             .arg(self.inner.client.inner.conn.publish_command());
-        let deleted: i64 = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "force-unlocking", &self.inner.name)
-            .await?;
+        let deleted: i64 = self.script(&invocation, "force-unlocking").await?;
         Ok(deleted == 1)
     }
 }
@@ -412,7 +384,7 @@ async fn attempt(
     claim: Claim<Lock>,
     lease: Lease,
     park: Duration,
-    queue: Queue,
+    queue: &'static str,
 ) -> Result<Attempt<LockGuard>> {
     let lock = claim.held();
     let inner = &lock.inner;
@@ -430,12 +402,7 @@ async fn attempt(
             claim.field().to_string(),
             client.wake_id.to_string(),
             (park.as_millis() as u64).to_string(),
-            match queue {
-                Queue::Leave => "0",
-                Queue::Stay => "1",
-                Queue::NotRegistered => "2",
-            }
-            .to_owned(),
+            queue.to_owned(),
             COUNTER_IDLE.as_millis().to_string(),
         ]
     };
@@ -471,8 +438,10 @@ pub struct LockGuard {
 
 lock_guard!(LockGuard, lock: Lock, "client.lock(\"orders:1001\").lock()");
 
+crate::client::object!(Lock);
+
 impl Holds for Lock {
-    crate::guard::holds_common!("lock");
+    const KIND: &'static str = "lock";
 
     fn key(&self) -> &Arc<str> {
         &self.inner.keys.hash

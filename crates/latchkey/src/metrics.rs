@@ -30,6 +30,15 @@ pub(crate) const RENEWALS: &str = "latchkey_watchdog_renewals_total";
 pub(crate) const RENEWAL_FAILURES: &str = "latchkey_watchdog_renewal_failures_total";
 /// Wake-one hand-offs, by `event` (`received`, `passed_on`).
 pub(crate) const HANDOFFS: &str = "latchkey_handoffs_total";
+/// Runs of scheduled jobs, by `outcome` (`ok`, `failed`, `timed_out`, `panicked`, `lost`).
+#[cfg(feature = "scheduler")]
+pub(crate) const JOB_RUNS: &str = "latchkey_job_runs_total";
+/// How long after its due time an occurrence was claimed.
+#[cfg(feature = "scheduler")]
+pub(crate) const JOB_LATENESS: &str = "latchkey_job_lateness_seconds";
+/// How long a job's runs took, by `outcome`.
+#[cfg(feature = "scheduler")]
+pub(crate) const JOB_DURATION: &str = "latchkey_job_duration_seconds";
 /// Reconnections of the pub/sub connection.
 pub(crate) const PUBSUB_RECONNECTS: &str = "latchkey_pubsub_reconnects_total";
 /// Channels subscribed again (after a reconnection, or after the server ended them).
@@ -50,30 +59,13 @@ pub(crate) const QUEUE_DEAD_LETTERED: &str = "latchkey_queue_dead_lettered_total
 pub(crate) const QUEUE_LATENESS: &str = "latchkey_queue_lateness_seconds";
 /// Items in a queue, by `state` (`ready`, `delayed`, `unacked`), as of the last transfer.
 pub(crate) const QUEUE_DEPTH: &str = "latchkey_queue_depth";
-
-/// Every metric name, for the docs test.
-#[cfg(test)]
-pub(crate) const ALL: &[&str] = &[
-    ACQUIRES,
-    CONTENDED,
-    ACQUIRE_DURATION,
-    WAIT_DURATION,
-    HOLD_DURATION,
-    LOST,
-    RENEWALS,
-    RENEWAL_FAILURES,
-    HANDOFFS,
-    PUBSUB_RECONNECTS,
-    PUBSUB_RESUBSCRIPTIONS,
-    QUEUE_OFFERED,
-    QUEUE_DELIVERED,
-    QUEUE_REDELIVERED,
-    QUEUE_EXPIRED,
-    QUEUE_ACKED,
-    QUEUE_DEAD_LETTERED,
-    QUEUE_LATENESS,
-    QUEUE_DEPTH,
-];
+/// Permits a rate limiter admitted, by `primitive` (`rate_limiter`, `gcra_limiter`).
+pub(crate) const RATE_ADMITTED: &str = "latchkey_rate_limit_admitted_total";
+/// Rate-limited calls that ended without their permits, by `primitive`.
+pub(crate) const RATE_REFUSED: &str = "latchkey_rate_limit_refused_total";
+/// Time a rate-limited call waited for room (first refusal to its end), by `primitive` and
+/// `outcome` (`admitted`, `refused`, `error`).
+pub(crate) const RATE_WAIT: &str = "latchkey_rate_limit_wait_seconds";
 
 /// The `primitive` label of a hold kind of the registry (`HoldKey::kind`).
 pub(crate) fn primitive_of_kind(kind: &'static str) -> &'static str {
@@ -177,65 +169,53 @@ pub(crate) fn outcome<G, E>(result: &Result<Option<G>, E>) -> &'static str {
     }
 }
 
-/// The operations that have a span: one `tracing` call site each (a span's name is static).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Op {
-    Lock,
-    TryLock,
-    LockWith,
-    TryLockWith,
-    Unlock,
-    Acquire,
-    TryAcquire,
-    Release,
-    CountDown,
-    Await,
-    Offer,
-    Take,
-    Poll,
-    Ack,
-    Nack,
+/// The operations that have a span (`Op`), each with its span's name: one `tracing` call site
+/// each (a span's name is static), in [`span`].
+macro_rules! ops {
+    ($($op:ident => $name:literal,)+) => {
+        /// An operation that has a span.
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) enum Op {
+            $($op,)+
+        }
+
+        /// The debug-level span of one public operation, with the fields `primitive`, `name`,
+        /// `wait` (when the operation waits a bounded time), and `token` and `outcome`, recorded
+        /// when known. Disabled (and nothing formatted) when no subscriber wants debug spans of
+        /// latchkey.
+        pub(crate) fn span(
+            op: Op,
+            primitive: &'static str,
+            name: &str,
+            wait: Option<Duration>,
+        ) -> tracing::Span {
+            let wait = wait.map(tracing::field::debug);
+            let empty = tracing::field::Empty;
+            match op {
+                $(Op::$op => tracing::debug_span!(
+                    $name, primitive, name, wait, token = empty, outcome = empty
+                ),)+
+            }
+        }
+    };
 }
 
-/// The debug-level span of one public operation, with the fields `primitive`, `name`, `wait`
-/// (when the operation waits a bounded time), and `token` and `outcome`, recorded when known.
-/// Disabled (and nothing formatted) when no subscriber wants debug spans of latchkey.
-pub(crate) fn span(
-    op: Op,
-    primitive: &'static str,
-    name: &str,
-    wait: Option<Duration>,
-) -> tracing::Span {
-    use tracing::field::Empty;
-    macro_rules! span {
-        ($op:literal) => {
-            tracing::debug_span!(
-                $op,
-                primitive,
-                name,
-                wait = wait.map(tracing::field::debug),
-                token = Empty,
-                outcome = Empty
-            )
-        };
-    }
-    match op {
-        Op::Lock => span!("lock"),
-        Op::TryLock => span!("try_lock"),
-        Op::LockWith => span!("lock_with"),
-        Op::TryLockWith => span!("try_lock_with"),
-        Op::Unlock => span!("unlock"),
-        Op::Acquire => span!("acquire"),
-        Op::TryAcquire => span!("try_acquire"),
-        Op::Release => span!("release"),
-        Op::CountDown => span!("count_down"),
-        Op::Await => span!("await"),
-        Op::Offer => span!("offer"),
-        Op::Take => span!("take"),
-        Op::Poll => span!("poll"),
-        Op::Ack => span!("ack"),
-        Op::Nack => span!("nack"),
-    }
+ops! {
+    Lock => "lock",
+    TryLock => "try_lock",
+    LockWith => "lock_with",
+    TryLockWith => "try_lock_with",
+    Unlock => "unlock",
+    Acquire => "acquire",
+    TryAcquire => "try_acquire",
+    Release => "release",
+    CountDown => "count_down",
+    Await => "await",
+    Offer => "offer",
+    Take => "take",
+    Poll => "poll",
+    Ack => "ack",
+    Nack => "nack",
 }
 
 /// The span of an acquire (`acquire`, or `try_acquire` with the wait left before `deadline`).
@@ -301,38 +281,5 @@ pub(crate) fn record_token(token: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn every_metric_is_in_the_documented_table() {
-        let table = include_str!("../../../docs/metrics.md");
-        for name in super::ALL {
-            assert!(
-                table.contains(&format!("| `{name}` |")),
-                "{name} is missing from docs/metrics.md"
-            );
-        }
-        let rows = table
-            .lines()
-            .filter(|l| l.starts_with("| `latchkey_"))
-            .count();
-        assert_eq!(
-            rows,
-            super::ALL.len(),
-            "a documented metric latchkey does not record"
-        );
-    }
-
-    #[test]
-    fn names_follow_prometheus_conventions() {
-        for name in super::ALL {
-            assert!(name.starts_with("latchkey_"), "{name}");
-            assert!(
-                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
-                "{name}"
-            );
-            let counter = name.ends_with("_total");
-            let seconds = name.ends_with("_seconds");
-            assert!(counter || seconds || *name == super::QUEUE_DEPTH, "{name}");
-        }
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -1,19 +1,18 @@
 //! The multi-lock: several locks taken all together or not at all (Redisson's `RedissonMultiLock`).
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
+use crate::client::Object;
 use crate::error::{Error, Result};
-use crate::guard::{FencingToken, Guard, Lost};
+use crate::guard::{FencingToken, Holds, Lost};
 use crate::lock::{Lock, LockGuard, LockOptions};
 use crate::metrics::{self, Op};
-use crate::wait::deadline_after;
-use crate::watchdog::check_lease;
+use crate::wait::{deadline_after, or_timed_out, unbounded};
 
 /// Several [`Lock`]s held together: all of them or none.
 ///
@@ -33,8 +32,8 @@ use crate::watchdog::check_lease;
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// use latchkey::{Client, MultiLock};
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// use latchkey_redis::{Client, MultiLock};
 ///
 /// let a = Client::connect("redis://10.0.0.1:6379").await?;
 /// let b = Client::connect("redis://10.0.0.2:6379").await?;
@@ -70,8 +69,8 @@ impl MultiLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let pair = latchkey::MultiLock::new([client.lock("a"), client.lock("b")])?;
+    /// # fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
+    /// let pair = latchkey_redis::MultiLock::new([client.lock("a"), client.lock("b")])?;
     /// # Ok(())
     /// # }
     /// ```
@@ -82,8 +81,8 @@ impl MultiLock {
         }
         let mut seen = std::collections::HashSet::new();
         for lock in locks.iter() {
-            let client = crate::guard::Holds::client(lock);
-            let key = crate::guard::Holds::key(lock);
+            let client = Object::client(lock);
+            let key = Holds::key(lock);
             if !seen.insert((client.inner.config.url().to_owned(), key.clone())) {
                 return Err(Error::invalid(
                     "locks",
@@ -117,17 +116,14 @@ impl MultiLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// let guard = locks.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
     /// # }
     /// ```
     pub async fn lock(&self) -> Result<MultiLockGuard> {
-        match self.acquire(None, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the locks"),
-        }
+        Ok(unbounded(self.acquire(None, None).await?))
     }
 
     /// Tries to acquire every lock, waiting at most `wait`; `Ok(None)` if they were not all free
@@ -145,7 +141,7 @@ impl MultiLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if let Some(guard) = locks.try_lock(Duration::from_secs(1)).await? {
     ///     guard.unlock().await?;
@@ -173,9 +169,9 @@ impl MultiLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::LockOptions;
+    /// use latchkey_redis::LockOptions;
     ///
     /// let options = LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(1));
     /// let guard = locks.lock_with(options).await?;
@@ -184,13 +180,8 @@ impl MultiLock {
     /// ```
     pub async fn lock_with(&self, options: LockOptions) -> Result<MultiLockGuard> {
         let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.names(),
-                waited: started.elapsed(),
-            }),
-        }
+        let granted = self.try_lock_with(options).await?;
+        or_timed_out(granted, &self.names(), started)
     }
 
     /// Like [`MultiLock::lock_with`], but a wait that runs out is `Ok(None)`.
@@ -206,9 +197,9 @@ impl MultiLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::LockOptions;
+    /// use latchkey_redis::LockOptions;
     ///
     /// if let Some(guard) = locks.try_lock_with(LockOptions::new().wait(Duration::ZERO)).await? {
     ///     guard.unlock().await?;
@@ -217,13 +208,7 @@ impl MultiLock {
     /// # }
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiLockGuard>> {
-        if let Some(lease) = options.lease_value() {
-            check_lease(lease)?;
-        }
-        let deadline = options
-            .wait_value()
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
+        let (_, deadline) = options.checked()?;
         self.acquire(options.lease_value(), deadline).await
     }
 
@@ -238,7 +223,7 @@ impl MultiLock {
         deadline: Option<Instant>,
     ) -> Result<Option<MultiLockGuard>> {
         let names = self.names();
-        let client = crate::guard::Holds::client(&self.locks[0]);
+        let client = Object::client(&self.locks[0]);
         let site = metrics::Site::new(client, "multi_lock", &names);
         metrics::lock_traced(site, deadline, &names, self.acquire_all(lease, deadline)).await
     }
@@ -387,7 +372,7 @@ impl MultiLockGuard {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// # async fn job() {}
     /// let guard = locks.lock().await?;
     /// tokio::select! {
@@ -419,7 +404,7 @@ impl MultiLockGuard {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(locks: latchkey::MultiLock) -> latchkey::Result<()> {
+    /// # async fn f(locks: latchkey_redis::MultiLock) -> latchkey_redis::Result<()> {
     /// let guard = locks.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
@@ -435,26 +420,4 @@ impl MultiLockGuard {
     }
 }
 
-impl crate::guard::Sealed for MultiLockGuard {}
-
-impl Guard for MultiLockGuard {
-    fn name(&self) -> &str {
-        &self.names
-    }
-
-    fn fencing_token(&self) -> Option<FencingToken> {
-        None
-    }
-
-    fn is_lost(&self) -> bool {
-        MultiLockGuard::is_lost(self)
-    }
-
-    fn lost(&self) -> Lost {
-        MultiLockGuard::lost(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        MultiLockGuard::unlock(self)
-    }
-}
+crate::guard::forward_guard!(MultiLockGuard, |guard| &guard.names, None, unlock);

@@ -1,30 +1,26 @@
 //! The permit-expirable semaphore, compatible with Redisson's `RPermitExpirableSemaphore`.
 
 use std::fmt;
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::{Error, Result};
-use crate::guard::{lease_ms, FencingToken, Guard, Lost};
+use crate::guard::Lost;
 use crate::keys::{check_name, named_debug, PermitSemaphoreKeys};
-use crate::metrics::{self, Op, Site};
+use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::scripts::Invoke;
-use crate::semaphore::{check_permits, MAX_PERMITS};
-use crate::task::{detached, Task};
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
-use crate::watchdog::{check_lease, HoldKey, Lease, Renewal, Ticket};
-
 use crate::scripts::{
-    PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
+    Invoke, PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
 };
+use crate::semaphore::{added, check_permits, check_total, not_initialized, MAX_PERMITS};
+use crate::task::{detached, Task};
+use crate::wait::{checked_options, deadline_after, or_timed_out, unbounded, unexpected, Attempt};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Ticket};
 
 /// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
 /// digits (as Redisson shows them), and stored as the raw bytes in Redis.
@@ -32,12 +28,12 @@ use crate::scripts::{
 /// # Examples
 ///
 /// ```
-/// use latchkey::PermitId;
+/// use latchkey_redis::PermitId;
 ///
 /// let id: PermitId = "00112233445566778899aabbccddeeff".parse()?;
 /// assert_eq!(id.to_string(), "00112233445566778899aabbccddeeff");
 /// assert!("not hex".parse::<PermitId>().is_err());
-/// # Ok::<(), latchkey::Error>(())
+/// # Ok::<(), latchkey_redis::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PermitId([u8; 16]);
@@ -101,7 +97,7 @@ impl FromStr for PermitId {
 ///
 /// ```
 /// use std::time::Duration;
-/// use latchkey::PermitOptions;
+/// use latchkey_redis::PermitOptions;
 ///
 /// // Lease the permits for 10 s (no watchdog), wait at most 2 s for them.
 /// let options = PermitOptions::new()
@@ -154,8 +150,8 @@ impl PermitOptions {
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let semaphore = client.permit_semaphore("workers");
 /// semaphore.try_set_permits(3).await?;
 ///
@@ -170,6 +166,7 @@ pub struct PermitSemaphore {
     inner: Arc<PermitSemaphoreInner>,
 }
 
+#[derive(Clone)]
 struct PermitSemaphoreInner {
     client: Client,
     name: String,
@@ -182,6 +179,7 @@ struct PermitSemaphoreInner {
 }
 
 named_debug!(PermitSemaphore);
+crate::client::object!(PermitSemaphore);
 
 impl Client {
     /// A permit-expirable semaphore named `name`, in Redisson's `RPermitExpirableSemaphore`
@@ -193,7 +191,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let semaphore = client.permit_semaphore("workers");
     /// semaphore.try_set_permits(3).await?;
     /// # Ok(())
@@ -215,25 +213,6 @@ impl Client {
     }
 }
 
-/// The watchdog's renewal of one permit lease (`scripts/psem_renew.lua`).
-#[derive(Debug)]
-struct PermitRenewal {
-    leases_key: Arc<str>,
-    id: Arc<str>,
-}
-
-impl Renewal for PermitRenewal {
-    fn script(&self) -> &'static Script {
-        &PSEM_RENEW
-    }
-    fn keys(&self) -> Vec<Arc<str>> {
-        vec![self.leases_key.clone()]
-    }
-    fn args(&self, lease_ms: u64) -> Vec<String> {
-        vec![self.id.to_string(), lease_ms.to_string()]
-    }
-}
-
 impl PermitSemaphore {
     /// The most permits a permit semaphore can have in all (`i32::MAX`), as for Redisson's
     /// `RPermitExpirableSemaphore`; the same value as [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS).
@@ -241,7 +220,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::PermitSemaphore::MAX_PERMITS, i32::MAX as u32);
+    /// assert_eq!(latchkey_redis::PermitSemaphore::MAX_PERMITS, i32::MAX as u32);
     /// ```
     pub const MAX_PERMITS: u32 = MAX_PERMITS;
 
@@ -253,7 +232,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.permit_semaphore("workers").name(), "workers");
     /// # }
     /// ```
@@ -277,23 +256,17 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let workers = client.permit_semaphore("workers").wait_for_init();
     /// let permits = workers.acquire(1).await?;
     /// # Ok(())
     /// # }
     /// ```
     pub fn wait_for_init(self) -> PermitSemaphore {
-        let inner = &self.inner;
+        let mut inner = PermitSemaphoreInner::clone(&self.inner);
+        inner.wait_for_init = true;
         PermitSemaphore {
-            inner: Arc::new(PermitSemaphoreInner {
-                client: inner.client.clone(),
-                name: inner.name.clone(),
-                key: inner.key.clone(),
-                leases_key: inner.leases_key.clone(),
-                channel: inner.channel.clone(),
-                wait_for_init: true,
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -312,7 +285,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// semaphore.try_set_permits(3).await?;
     /// # Ok(())
     /// # }
@@ -320,12 +293,7 @@ impl PermitSemaphore {
     #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
-        if permits > MAX_PERMITS {
-            return Err(Error::invalid(
-                "permits",
-                format!("{permits} is more than the maximum {MAX_PERMITS}"),
-            ));
-        }
+        check_total(permits)?;
         let mut invocation = PSEM_SET_PERMITS.invocation();
         for key in self.keys() {
             invocation.key(&*key);
@@ -334,11 +302,7 @@ impl PermitSemaphore {
             .arg(permits)
             .arg(self.inner.client.inner.conn.publish_command());
         let set: i64 = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "setting semaphore permits", &self.inner.name)
+            .script(&invocation, "setting semaphore permits")
             .await?;
         Ok(set == 1)
     }
@@ -359,7 +323,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// semaphore.add_permits(2).await?;
     /// # Ok(())
     /// # }
@@ -375,28 +339,8 @@ impl PermitSemaphore {
             .arg(delta)
             .arg(MAX_PERMITS)
             .arg(self.inner.client.inner.conn.publish_command());
-        let reply: Vec<i64> = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "adding semaphore permits", &self.inner.name)
-            .await?;
-        match reply.as_slice() {
-            [1, _] => Ok(()),
-            [-1, total] => Err(Error::invalid(
-                "permits",
-                format!(
-                    "cannot take {} permits away from a semaphore of {total}",
-                    -i64::from(delta)
-                ),
-            )),
-            [-2, total] => Err(Error::invalid(
-                "permits",
-                format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
-            )),
-            other => Err(unexpected("the semaphore script", other)),
-        }
+        let reply: Vec<i64> = self.script(&invocation, "adding semaphore permits").await?;
+        added(&reply, delta)
     }
 
     /// The available count and the number of permits leased out.
@@ -408,11 +352,7 @@ impl PermitSemaphore {
         }
         invocation.arg(self.inner.client.inner.conn.publish_command());
         let (available, leased): (i64, i64) = self
-            .inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "counting semaphore permits", &self.inner.name)
+            .script(&invocation, "counting semaphore permits")
             .await?;
         let leased = u32::try_from(leased)
             .map_err(|_| unexpected("the permit count script", (available, leased)))?;
@@ -433,7 +373,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
@@ -457,7 +397,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// println!("{} permits out", semaphore.leased().await?);
     /// # Ok(())
     /// # }
@@ -498,17 +438,16 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// let permits = semaphore.acquire(2).await?;
     /// permits.release().await?;
     /// # Ok(())
     /// # }
     /// ```
     pub async fn acquire(&self, n: u32) -> Result<LeasedPermits> {
-        match self.acquire_until(n, Lease::Watchdog, None).await? {
-            Some(permits) => Ok(permits),
-            None => unreachable!("an unbounded wait only ends with the permits"),
-        }
+        Ok(unbounded(
+            self.acquire_until(n, Lease::Watchdog, None).await?,
+        ))
     }
 
     /// Takes `n` permits, waiting at most `wait`; `Ok(None)` if they did not become available in
@@ -526,7 +465,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if let Some(permits) = semaphore.try_acquire(1, Duration::from_secs(1)).await? {
     ///     permits.release().await?;
@@ -554,9 +493,9 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::PermitOptions;
+    /// use latchkey_redis::PermitOptions;
     ///
     /// // The permit comes back after 30 s even if this process dies.
     /// let permits = semaphore
@@ -567,13 +506,8 @@ impl PermitSemaphore {
     /// ```
     pub async fn acquire_with(&self, n: u32, options: PermitOptions) -> Result<LeasedPermits> {
         let started = std::time::Instant::now();
-        match self.try_acquire_with(n, options).await? {
-            Some(permits) => Ok(permits),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
+        let granted = self.try_acquire_with(n, options).await?;
+        or_timed_out(granted, &self.inner.name, started)
     }
 
     /// Like [`PermitSemaphore::acquire_with`], but a wait that runs out is `Ok(None)`.
@@ -589,9 +523,9 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::PermitOptions;
+    /// use latchkey_redis::PermitOptions;
     ///
     /// let options = PermitOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
     /// if let Some(permits) = semaphore.try_acquire_with(1, options).await? {
@@ -605,17 +539,7 @@ impl PermitSemaphore {
         n: u32,
         options: PermitOptions,
     ) -> Result<Option<LeasedPermits>> {
-        let lease = match options.lease {
-            Some(lease) => {
-                check_lease(lease)?;
-                Lease::Fixed(lease)
-            }
-            None => Lease::Watchdog,
-        };
-        let deadline = options
-            .wait
-            .map(|wait| deadline_after(wait, "`acquire`"))
-            .transpose()?;
+        let (lease, deadline) = checked_options(options.lease, options.wait, "`acquire`")?;
         self.acquire_until(n, lease, deadline).await
     }
 
@@ -635,7 +559,7 @@ impl PermitSemaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// let ids = semaphore.acquire(1).await?.forget();
     /// // … later, maybe in another process …
     /// semaphore.release(&ids).await?;
@@ -689,18 +613,8 @@ impl PermitSemaphore {
         let acquire = async {
             check_name(&self.inner.name)?;
             check_permits(n)?;
-            Waiting::new(
-                &self.inner.client.inner.hub,
-                &self.inner.channel,
-                WakePolicy::Count,
-            )
-            .metered(Site::new(
-                &self.inner.client,
-                "permit_semaphore",
-                &self.inner.name,
-            ))
-            .run(deadline, |_| self.attempt(n, lease))
-            .await
+            let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "permit_semaphore");
+            waiting.run(deadline, |_| self.attempt(n, lease)).await
         };
         tracing::Instrument::instrument(acquire, span).await
     }
@@ -719,7 +633,7 @@ impl PermitSemaphore {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
-        let lease_ms = lease_ms(lease, watchdog_timeout);
+        let lease_ms = lease.ms(watchdog_timeout);
         let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
         let keys = self.keys();
         let keys = [&*keys[0], &*keys[1], &*keys[2]];
@@ -773,10 +687,7 @@ impl PermitSemaphore {
                             lease,
                             watchdog_timeout,
                             sent_at,
-                            Arc::new(PermitRenewal {
-                                leases_key: inner.leases_key.clone(),
-                                id: hold.field.clone(),
-                            }),
+                            LockRenewal::with(&PSEM_RENEW, &inner.leases_key, &hold.field),
                         );
                         (hold, ticket)
                     })
@@ -797,14 +708,7 @@ impl PermitSemaphore {
                     .map(|ms| Duration::from_millis(ms + 1)),
                 short: *available > 0,
             }),
-            // Never set up: setting it up publishes on the channel.
-            [-1] if inner.wait_for_init => Ok(Attempt::Wait {
-                retry_after: None,
-                short: false,
-            }),
-            [-1] => Err(Error::NotInitialized {
-                name: inner.name.clone(),
-            }),
+            [-1] => not_initialized(inner.wait_for_init, &inner.name),
             other => Err(unexpected("the semaphore script", other)),
         }
     }
@@ -870,7 +774,7 @@ impl LeasedPermits {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// # async fn job() {}
     /// let permits = semaphore.acquire(1).await?;
     /// tokio::select! {
@@ -925,7 +829,7 @@ impl LeasedPermits {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::PermitSemaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::PermitSemaphore) -> latchkey_redis::Result<()> {
     /// let permits = semaphore.acquire(1).await?;
     /// permits.release().await?;
     /// # Ok(())
@@ -951,28 +855,11 @@ impl Drop for LeasedPermits {
     }
 }
 
-impl crate::guard::Sealed for LeasedPermits {}
-
-/// Permits are a [`Guard`]: their name is the semaphore's, they have no fencing token (several
-/// holders at once), they are lost when any permit's lease is, and `unlock` releases them.
-impl Guard for LeasedPermits {
-    fn name(&self) -> &str {
-        &self.semaphore.inner.name
-    }
-
-    fn fencing_token(&self) -> Option<FencingToken> {
-        None
-    }
-
-    fn is_lost(&self) -> bool {
-        LeasedPermits::is_lost(self)
-    }
-
-    fn lost(&self) -> Lost {
-        LeasedPermits::lost(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        self.release()
-    }
-}
+crate::guard::forward_guard!(
+    /// Permits are a [`Guard`](crate::Guard): their name is the semaphore's, they have no fencing token (several
+    /// holders at once), they are lost when any permit's lease is, and `unlock` releases them.
+    LeasedPermits,
+    |guard| &guard.semaphore.inner.name,
+    None,
+    release
+);

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::Target;
+use crate::conn::{within, Target};
 use crate::error::{Error, Result};
 use crate::metrics;
 use crate::task::Task;
@@ -105,9 +105,6 @@ impl Channel {
             WakePolicy::Lock => match payload {
                 b"0" if after_hand_off => {}
                 b"1" => self.wake_all(),
-                b"0" => {
-                    self.wake(1);
-                }
                 id if id.len() > 1 && id.iter().all(u8::is_ascii_digit) => {
                     self.after_hand_off = true;
                     if id == my_wake_id.as_bytes() {
@@ -115,6 +112,7 @@ impl Channel {
                         self.wake(1);
                     }
                 }
+                // `"0"` (with no hand-off before it), or anything else.
                 _ => {
                     self.wake(1);
                 }
@@ -170,16 +168,6 @@ enum Command {
 pub(crate) struct Hub {
     state: Arc<HubState>,
     commands: mpsc::UnboundedSender<Command>,
-}
-
-impl std::fmt::Debug for Command {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Command::Subscribe { channel, .. } => write!(f, "Subscribe({channel})"),
-            Command::Unused { channel, .. } => write!(f, "Unused({channel})"),
-            Command::Reconnect => write!(f, "Reconnect"),
-        }
-    }
 }
 
 /// How the hub connects and how long it keeps channels nobody uses.
@@ -238,8 +226,7 @@ impl Hub {
         policy: WakePolicy,
         on_leave: Option<Task>,
     ) -> Result<Subscription> {
-        let slot = Arc::new(Slot::default());
-        {
+        let subscription = {
             let mut channels = self.state.channels();
             let entry = channels
                 .entry(channel.to_owned())
@@ -251,16 +238,7 @@ impl Hub {
                     confirmed: false,
                     idle_generation: 0,
                 });
-            entry.refs += 1;
-            entry.waiters.push_back(slot.clone());
-        }
-        let subscription = Subscription {
-            state: self.state.clone(),
-            commands: self.commands.clone(),
-            channel: channel.to_owned(),
-            slot,
-            finished: false,
-            on_leave,
+            self.join(entry, channel, on_leave)
         };
         let (reply, confirmed) = oneshot::channel();
         self.commands
@@ -281,22 +259,24 @@ impl Hub {
         channel: &str,
         on_leave: impl FnOnce() -> Option<Task>,
     ) -> Option<Subscription> {
-        let slot;
-        {
-            let mut channels = self.state.channels();
-            let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
-            slot = Arc::new(Slot::default());
-            entry.refs += 1;
-            entry.waiters.push_back(slot.clone());
-        }
-        Some(Subscription {
+        let mut channels = self.state.channels();
+        let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
+        Some(self.join(entry, channel, on_leave()))
+    }
+
+    /// Queues a new waiter on the channel `entry` (of the locked map), with a reference to it.
+    fn join(&self, entry: &mut Channel, channel: &str, on_leave: Option<Task>) -> Subscription {
+        let slot = Arc::new(Slot::default());
+        entry.refs += 1;
+        entry.waiters.push_back(slot.clone());
+        Subscription {
             state: self.state.clone(),
             commands: self.commands.clone(),
             channel: channel.to_owned(),
             slot,
             finished: false,
-            on_leave: on_leave(),
-        })
+            on_leave,
+        }
     }
 
     /// A callback that makes the hub drop its connection and connect again (to the primary
@@ -380,13 +360,9 @@ impl Drop for Subscription {
         let Some(channel) = channels.get_mut(&self.channel) else {
             return;
         };
-        if let Some(pos) = channel
+        channel
             .waiters
-            .iter()
-            .position(|slot| Arc::ptr_eq(slot, &self.slot))
-        {
-            channel.waiters.remove(pos);
-        }
+            .retain(|slot| !Arc::ptr_eq(slot, &self.slot));
         if !self.finished {
             if self.slot.pending.load(Ordering::Acquire) {
                 // This waiter was woken for a release it will not use: wake the next one instead.
@@ -454,19 +430,17 @@ impl HubTask {
                 },
                 _ = sleep_until_opt(next_linger) => self.expire_lingering().await,
                 _ = health.tick(), if self.conn.is_some() => self.health_check().await,
-                _ = tokio::time::sleep(backoff), if needs_resubscribe => {
-                    if self.resubscribe_dropped().await {
-                        backoff = Duration::from_millis(50);
+                _ = tokio::time::sleep(backoff), if needs_reconnect || needs_resubscribe => {
+                    let repaired = if needs_reconnect {
+                        self.reconnect().await
                     } else {
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                    }
-                }
-                _ = tokio::time::sleep(backoff), if needs_reconnect => {
-                    if self.reconnect().await {
-                        backoff = Duration::from_millis(50);
+                        self.resubscribe_dropped().await
+                    };
+                    backoff = if repaired {
+                        Duration::from_millis(50)
                     } else {
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                    }
+                        (backoff * 2).min(Duration::from_secs(1))
+                    };
                 }
             }
         }
@@ -515,31 +489,30 @@ impl HubTask {
             // `connect` resubscribed every channel in use, these included.
             return Ok(());
         };
-        match tokio::time::timeout(self.command_timeout, conn.subscribe(&channels)).await {
-            Ok(Ok(())) => {
-                let mut map = self.state.channels();
-                for channel in &channels {
-                    if let Some(c) = map.get_mut(channel) {
-                        c.confirmed = true;
-                    }
-                }
-                drop(map);
-                self.subscribed.extend(channels);
-                Ok(())
+        let subscribing = conn.subscribe(&channels);
+        let timeout = self.command_timeout;
+        if let Err(err) = within(timeout, "subscribing", &channels[0], subscribing).await {
+            if err.is_connection() {
+                let timed_out = err.is_uncertain();
+                self.disconnected(if timed_out {
+                    "subscribe timed out"
+                } else {
+                    "subscribe failed"
+                });
             }
-            Ok(Err(e)) => {
-                let err = Error::from_redis(e, "subscribing", &channels[0], self.command_timeout);
-                if err.is_connection() {
-                    self.disconnected("subscribe failed");
-                }
-                Err(err)
-            }
-            Err(_) => {
-                self.disconnected("subscribe timed out");
-                Err(Error::Timeout {
-                    timeout: self.command_timeout,
-                    context: "subscribing",
-                })
+            return Err(err);
+        }
+        self.confirm(&channels);
+        self.subscribed.extend(channels);
+        Ok(())
+    }
+
+    /// Marks `channels` confirmed by the server.
+    fn confirm(&self, channels: &[String]) {
+        let mut map = self.state.channels();
+        for channel in channels {
+            if let Some(c) = map.get_mut(channel) {
+                c.confirmed = true;
             }
         }
     }
@@ -547,23 +520,8 @@ impl HubTask {
     /// Opens the subscriber connection and subscribes every channel in use.
     async fn connect(&mut self) -> Result<()> {
         let connecting = SubConn::connect(self.target.clone());
-        let mut conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => {
-                return Err(Error::from_redis(
-                    e,
-                    "connecting the subscriber",
-                    "",
-                    self.connect_timeout,
-                ))
-            }
-            Err(_) => {
-                return Err(Error::Timeout {
-                    timeout: self.connect_timeout,
-                    context: "connecting the subscriber",
-                })
-            }
-        };
+        let context = "connecting the subscriber";
+        let mut conn = within(self.connect_timeout, context, "", connecting).await?;
         let wanted: Vec<String> = self
             .state
             .channels()
@@ -571,33 +529,11 @@ impl HubTask {
             .filter(|(_, c)| c.refs > 0)
             .map(|(name, _)| name.clone())
             .collect();
-        if !wanted.is_empty() {
-            match tokio::time::timeout(self.command_timeout, conn.subscribe(&wanted)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    return Err(Error::from_redis(
-                        e,
-                        "resubscribing",
-                        &wanted[0],
-                        self.command_timeout,
-                    ))
-                }
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        timeout: self.command_timeout,
-                        context: "resubscribing",
-                    })
-                }
-            }
+        if let Some(first) = wanted.first() {
+            let subscribing = conn.subscribe(&wanted);
+            within(self.command_timeout, "resubscribing", first, subscribing).await?;
         }
-        {
-            let mut map = self.state.channels();
-            for channel in &wanted {
-                if let Some(c) = map.get_mut(channel) {
-                    c.confirmed = true;
-                }
-            }
-        }
+        self.confirm(&wanted);
         self.subscribed = wanted.into_iter().collect();
         self.conn = Some(conn);
         if self.ever_connected {
@@ -896,7 +832,8 @@ async fn next_incoming(conn: &mut Option<SubConn>) -> Incoming {
     }
 }
 
-async fn sleep_until_opt(at: Option<Instant>) {
+/// Sleeps until `at`, or for ever without it.
+pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -17,6 +17,17 @@ use super::{Command, Hub, HubState, HubTask, Subscription, WakePolicy};
 use crate::conn::Target;
 use crate::task::Task;
 
+/// The commands the tests read off the hub's queue, as they compare them.
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Subscribe { channel, .. } => write!(f, "Subscribe({channel})"),
+            Command::Unused { channel, .. } => write!(f, "Unused({channel})"),
+            Command::Reconnect => write!(f, "Reconnect"),
+        }
+    }
+}
+
 /// This client's wake id in every test.
 const WAKE_ID: u64 = 4242;
 const LINGER: Duration = Duration::from_secs(1);

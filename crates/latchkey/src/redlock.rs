@@ -5,29 +5,28 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::IntoConnectionInfo;
+use redis::{FromRedisValue, IntoConnectionInfo};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
-use crate::guard::{FencingToken, Guard, Lost};
+use crate::error::{check_range, Error, Result, HOUR, MS};
+use crate::guard::{FencingToken, Lost};
 use crate::keys::{check_name, LockKeys};
 use crate::lock::LockOptions;
 use crate::metrics::{self, Op};
-use crate::scripts::Invoke;
-use crate::scripts::UNLOCK_MESSAGE;
+use crate::pubsub::sleep_until_opt;
+use crate::scripts::{
+    Invocation, Invoke, REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE, UNLOCK_MESSAGE,
+};
 use crate::task::{detached, Task};
-use crate::wait::{deadline_after, unexpected};
-use crate::watchdog::{check_lease, HoldKey, Lease, LockRenewal, Ticket};
-
-use crate::scripts::{REDLOCK_ACQUIRE, REDLOCK_FENCE, REDLOCK_RELEASE};
+use crate::wait::{deadline_after, or_timed_out, unbounded, unexpected};
+use crate::watchdog::{HoldKey, Lease, LockRenewal, Ticket, COUNTER_IDLE};
 
 /// How many attempts in a row may get answers from fewer than a majority of the nodes before
 /// an acquire gives up with [`Error::QuorumUnavailable`].
@@ -94,16 +93,21 @@ const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 /// # Fencing tokens
 ///
 /// Each node keeps a counter (`redisson_lock_token:{name}`, shared with [`Lock`](crate::Lock)),
-/// incremented by every new hold of that node. A RedLock hold's token is the largest counter of
-/// the nodes that granted it; before the acquire returns, a second parallel round raises the
-/// counter of every granting node that is behind to that token, **while the hold is still in
-/// place there**, and a majority must be at the token (a node that granted with the token as its
-/// counter is; when every node is up the counters move in step and this round is skipped). Any two holds that got a token share at least one node that
-/// confirmed both; whichever held that node later incremented past the other's token. So tokens
-/// strictly increase in the order holders got the lock, even if a clock jump made two holds
-/// overlap in time: storage that refuses a token smaller than one it has seen stays safe. This
-/// assumes nodes do not lose their counters (see below). Fencing costs one more round trip; turn
-/// it off with [`RedLockBuilder::fencing`] if nothing downstream checks tokens.
+/// moved by every new hold of that node to the larger of its last value + 1 and the attempt's
+/// floor (the client's clock in microseconds, one value for every node of the attempt), and
+/// expiring a minute after the hold's lease. A RedLock hold's token is the largest counter of
+/// the nodes that granted it; when the counters of the granting nodes differ, a second parallel
+/// round raises every node that is behind to that token, **while the hold is still in place
+/// there**, and a majority must be at the token (a node that granted with the token as its
+/// counter is; counters in step stay in step, and this round is skipped). Any two holds that
+/// got a token share at least one node that confirmed both; whichever held that node later
+/// moved past the other's token. So tokens strictly increase in the order holders got the
+/// lock, even if a clock jump made two holds overlap in time: storage that refuses a token
+/// smaller than one it has seen stays safe. A node that lost its counter (restarted empty, or
+/// idle for a minute) starts again from the floor, which is later than any token of a hold
+/// that ended before, as long as the clients' clocks agree to within that minute. Fencing
+/// costs one more round trip when counters differ; turn it off with
+/// [`RedLockBuilder::fencing`] if nothing downstream checks tokens.
 ///
 /// # What RedLock does not guarantee
 ///
@@ -128,8 +132,8 @@ const PROBE_MAX_DELAY: Duration = Duration::from_secs(2);
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// use latchkey::{Client, RedLock};
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// use latchkey_redis::{Client, RedLock};
 ///
 /// let mut clients = Vec::new();
 /// for url in ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"] {
@@ -211,10 +215,10 @@ impl fmt::Debug for RedLock {
 /// # Examples
 ///
 /// ```no_run
-/// # fn f(clients: Vec<latchkey::Client>) -> latchkey::Result<()> {
+/// # fn f(clients: Vec<latchkey_redis::Client>) -> latchkey_redis::Result<()> {
 /// use std::time::Duration;
 ///
-/// let lock = latchkey::RedLock::builder("reports:nightly", clients)
+/// let lock = latchkey_redis::RedLock::builder("reports:nightly", clients)
 ///     .per_node_timeout(Duration::from_millis(20))
 ///     .retry_delay(Duration::from_millis(100))
 ///     .build()?;
@@ -283,7 +287,7 @@ impl RedLockBuilder {
                 format!("{n} nodes; RedLock needs at least 3 independent servers"),
             ));
         }
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             return Err(Error::invalid(
                 "redlock nodes",
                 format!(
@@ -301,23 +305,15 @@ impl RedLockBuilder {
                 ));
             }
         }
-        if self.per_node_timeout < Duration::from_millis(1)
-            || self.per_node_timeout > Duration::from_secs(3600)
-        {
-            return Err(Error::invalid(
-                "per-node timeout",
-                format!(
-                    "{:?} is out of range; use 1 ms to 1 hour",
-                    self.per_node_timeout
-                ),
-            ));
-        }
-        if self.retry_delay > Duration::from_secs(3600) {
-            return Err(Error::invalid(
-                "retry delay",
-                format!("{:?} is out of range; use at most 1 hour", self.retry_delay),
-            ));
-        }
+        let timeout = self.per_node_timeout;
+        check_range("per-node timeout", timeout, MS..=HOUR, "use 1 ms to 1 hour")?;
+        let delay = self.retry_delay;
+        check_range(
+            "retry delay",
+            delay,
+            Duration::ZERO..=HOUR,
+            "use at most 1 hour",
+        )?;
         let namespace = self.clients[0].namespace();
         if let Some(other) = self.clients.iter().find(|c| c.namespace() != namespace) {
             return Err(Error::invalid(
@@ -424,7 +420,7 @@ impl RedLock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::RedLock::DEFAULT_PER_NODE_TIMEOUT, Duration::from_millis(50));
+    /// assert_eq!(latchkey_redis::RedLock::DEFAULT_PER_NODE_TIMEOUT, Duration::from_millis(50));
     /// ```
     pub const DEFAULT_PER_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -434,7 +430,7 @@ impl RedLock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::RedLock::DEFAULT_RETRY_DELAY, Duration::from_millis(50));
+    /// assert_eq!(latchkey_redis::RedLock::DEFAULT_RETRY_DELAY, Duration::from_millis(50));
     /// ```
     pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 
@@ -447,8 +443,8 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(a: latchkey::Client, b: latchkey::Client, c: latchkey::Client) -> latchkey::Result<()> {
-    /// let lock = latchkey::RedLock::new("reports:nightly", [a, b, c])?;
+    /// # fn f(a: latchkey_redis::Client, b: latchkey_redis::Client, c: latchkey_redis::Client) -> latchkey_redis::Result<()> {
+    /// let lock = latchkey_redis::RedLock::new("reports:nightly", [a, b, c])?;
     /// # Ok(())
     /// # }
     /// ```
@@ -496,7 +492,7 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// let guard = lock.lock().await?;
     /// for i in lock.down_nodes() {
     ///     eprintln!("redlock node {i} is down");
@@ -531,17 +527,14 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
     /// # }
     /// ```
     pub async fn lock(&self) -> Result<RedLockGuard> {
-        match self.acquire(Lease::Watchdog, None).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded wait only ends with the lock"),
-        }
+        Ok(unbounded(self.acquire(Lease::Watchdog, None).await?))
     }
 
     /// Tries to acquire the lock, retrying for at most `wait`; `Ok(None)` if it stayed busy.
@@ -560,7 +553,7 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if let Some(guard) = lock.try_lock(Duration::from_millis(500)).await? {
     ///     guard.unlock().await?;
@@ -589,9 +582,9 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::LockOptions;
+    /// use latchkey_redis::LockOptions;
     ///
     /// let guard = lock
     ///     .lock_with(LockOptions::new().lease(Duration::from_secs(10)).wait(Duration::from_secs(2)))
@@ -601,13 +594,8 @@ impl RedLock {
     /// ```
     pub async fn lock_with(&self, options: LockOptions) -> Result<RedLockGuard> {
         let started = std::time::Instant::now();
-        match self.try_lock_with(options).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::WaitTimedOut {
-                name: self.inner.name.clone(),
-                waited: started.elapsed(),
-            }),
-        }
+        let granted = self.try_lock_with(options).await?;
+        or_timed_out(granted, &self.inner.name, started)
     }
 
     /// Like [`RedLock::lock_with`], but a wait that runs out is `Ok(None)`.
@@ -623,9 +611,9 @@ impl RedLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
-    /// use latchkey::LockOptions;
+    /// use latchkey_redis::LockOptions;
     ///
     /// let options = LockOptions::new().lease(Duration::from_secs(5)).wait(Duration::ZERO);
     /// if let Some(guard) = lock.try_lock_with(options).await? {
@@ -635,17 +623,7 @@ impl RedLock {
     /// # }
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<RedLockGuard>> {
-        let lease = match options.lease_value() {
-            Some(lease) => {
-                check_lease(lease)?;
-                Lease::Fixed(lease)
-            }
-            None => Lease::Watchdog,
-        };
-        let deadline = options
-            .wait_value()
-            .map(|wait| deadline_after(wait, "`lock()`"))
-            .transpose()?;
+        let (lease, deadline) = options.checked()?;
         self.acquire(lease, deadline).await
     }
 
@@ -704,33 +682,15 @@ impl RedLock {
                     unreleased
                 }
             };
-            for i in more {
-                if !unreleased.contains(&i) {
-                    unreleased.push(i);
-                }
-            }
+            unreleased.extend(more);
+            unreleased.sort_unstable();
+            unreleased.dedup();
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
-            let base = inner.retry_delay.as_micros() as u64;
-            let delay = Duration::from_micros(if base == 0 {
-                0
-            } else {
-                rand::random_range(base / 2..=base + base / 2)
-            });
-            let mut until = now + delay;
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            tokio::time::sleep_until(until).await;
-        }
-    }
-
-    fn lease_ms(node: &Node, lease: Lease) -> u64 {
-        match lease {
-            Lease::Watchdog => node.client.inner.config.watchdog_timeout.as_millis() as u64,
-            Lease::Fixed(d) => d.as_millis() as u64,
+            let until = now + jitter(inner.retry_delay);
+            tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
         }
     }
 
@@ -795,22 +755,14 @@ impl RedLock {
                 invocation
                     .key(&*node.key)
                     .key(&*node.token_key)
-                    .arg(RedLock::lease_ms(node, lease))
+                    .arg(lease.ms(node.client.inner.config.watchdog_timeout))
                     .arg(&**owner)
-                    .arg(crate::watchdog::COUNTER_IDLE.as_millis() as u64)
+                    .arg(COUNTER_IDLE.as_millis() as u64)
                     .arg(floor);
-                let reply: Result<Vec<i64>> = node
-                    .client
-                    .inner
-                    .conn
-                    .script_within(
-                        &invocation,
-                        "acquiring a redlock",
-                        &inner.name,
-                        inner.per_node_timeout,
-                    )
-                    .await;
-                match reply {
+                match self
+                    .on_node::<Vec<i64>>(node, &invocation, "acquiring a redlock")
+                    .await
+                {
                     Ok(reply) => match reply.as_slice() {
                         [1, counter] => NodeReply::Granted {
                             counter: (*counter).max(0) as u64,
@@ -854,13 +806,10 @@ impl RedLock {
         // Where a hold of `owner` may be: every node asked now (one that did not answer may
         // have granted late), and those an earlier attempt could not release. Never a node
         // only skipped: it was sent nothing.
-        let mut reached: Vec<usize> = (0..inner.nodes.len()).filter(|&i| ask[i]).collect();
-        for i in earlier {
-            if !reached.contains(&i) {
-                reached.push(i);
-            }
-        }
+        let asked = (0..inner.nodes.len()).filter(|&i| ask[i]);
+        let mut reached: Vec<usize> = asked.chain(earlier).collect();
         reached.sort_unstable();
+        reached.dedup();
         if let Some(e) = wrong_type {
             self.release_all(&owner, &reached).await;
             return Err(e);
@@ -889,7 +838,7 @@ impl RedLock {
         let ttl = inner
             .nodes
             .iter()
-            .map(|node| RedLock::lease_ms(node, lease))
+            .map(|node| lease.ms(node.client.inner.config.watchdog_timeout))
             .min()
             .map_or(Duration::ZERO, Duration::from_millis);
         let drift = ttl / 100 + Duration::from_millis(2);
@@ -931,16 +880,8 @@ impl RedLock {
                     .key(&*node.token_key)
                     .arg(owner)
                     .arg(token)
-                    .arg(crate::watchdog::COUNTER_IDLE.as_millis() as u64);
-                node.client
-                    .inner
-                    .conn
-                    .script_within::<i64>(
-                        &invocation,
-                        "fencing a redlock",
-                        &inner.name,
-                        inner.per_node_timeout,
-                    )
+                    .arg(COUNTER_IDLE.as_millis() as u64);
+                self.on_node::<i64>(node, &invocation, "fencing a redlock")
                     .await
             }
         });
@@ -980,10 +921,7 @@ impl RedLock {
                     lease,
                     client.config.watchdog_timeout,
                     sent_at,
-                    Arc::new(LockRenewal {
-                        key: node.key.clone(),
-                        field: owner.clone(),
-                    }),
+                    LockRenewal::of(&node.key, &owner),
                 );
                 (*i, hold, ticket)
             })
@@ -1012,18 +950,11 @@ impl RedLock {
                 .arg(owner)
                 .arg(UNLOCK_MESSAGE)
                 .arg(node.client.inner.conn.publish_command());
-            let reply = node
-                .client
-                .inner
-                .conn
-                .script_within::<i64>(
-                    &invocation,
-                    "releasing a redlock",
-                    &inner.name,
-                    inner.per_node_timeout,
-                )
-                .await;
-            (i, reply)
+            (
+                i,
+                self.on_node::<i64>(node, &invocation, "releasing a redlock")
+                    .await,
+            )
         });
         let mut out = Released {
             released: 0,
@@ -1041,6 +972,18 @@ impl RedLock {
             }
         }
         out
+    }
+
+    /// Runs one script call on `node`, within the per-node timeout.
+    async fn on_node<T: FromRedisValue + Send>(
+        &self,
+        node: &Node,
+        invocation: &Invocation<'_>,
+        context: &'static str,
+    ) -> Result<T> {
+        let (conn, name) = (&node.client.inner.conn, &self.inner.name);
+        conn.script_within(invocation, context, name, self.inner.per_node_timeout)
+            .await
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
@@ -1062,11 +1005,9 @@ impl RedLock {
 async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
     let mut delay = PROBE_FIRST_DELAY;
     loop {
-        let base = delay.as_micros() as u64;
-        let sleep = Duration::from_micros(rand::random_range(base / 2..=base + base / 2));
         tokio::select! {
             _ = closed.cancelled() => return,
-            _ = tokio::time::sleep(sleep) => {}
+            _ = tokio::time::sleep(jitter(delay)) => {}
         }
         let Some(inner) = lock.upgrade() else { return };
         let node = &inner.nodes[i];
@@ -1096,6 +1037,12 @@ async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
     }
 }
 
+/// A delay random between ½ and 1½ times `base`, so that competing clients fall out of step.
+fn jitter(base: Duration) -> Duration {
+    let base = base.as_micros() as u64;
+    Duration::from_micros(rand::random_range(base / 2..=base + base / 2))
+}
+
 /// Resolves when fewer than `quorum` of the node holds are left (their `lost` tokens fired), or
 /// at `fixed_until`.
 async fn quorum_lost(
@@ -1106,12 +1053,7 @@ async fn quorum_lost(
     let mut left = node_lost.len();
     let mut losses: FuturesUnordered<_> =
         node_lost.into_iter().map(|t| t.cancelled_owned()).collect();
-    let expiry = async move {
-        match fixed_until {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    };
+    let expiry = sleep_until_opt(fixed_until);
     tokio::pin!(expiry);
     while left >= quorum {
         tokio::select! {
@@ -1211,7 +1153,7 @@ impl RedLockGuard {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// # async fn job() {}
     /// let guard = lock.lock().await?;
     /// tokio::select! {
@@ -1255,7 +1197,7 @@ impl RedLockGuard {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(lock: latchkey::RedLock) -> latchkey::Result<()> {
+    /// # async fn f(lock: latchkey_redis::RedLock) -> latchkey_redis::Result<()> {
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(())
@@ -1314,26 +1256,9 @@ impl Drop for RedLockGuard {
     }
 }
 
-impl crate::guard::Sealed for RedLockGuard {}
-
-impl Guard for RedLockGuard {
-    fn name(&self) -> &str {
-        &self.redlock.inner.name
-    }
-
-    fn fencing_token(&self) -> Option<FencingToken> {
-        RedLockGuard::fencing_token(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        RedLockGuard::is_lost(self)
-    }
-
-    fn lost(&self) -> Lost {
-        RedLockGuard::lost(self)
-    }
-
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        RedLockGuard::unlock(self)
-    }
-}
+crate::guard::forward_guard!(
+    RedLockGuard,
+    |guard| &guard.redlock.inner.name,
+    guard.fencing_token(),
+    unlock
+);

@@ -49,6 +49,21 @@ scripts! {
     /// Release a lock's hold, handing the lock on to a waiting client.
     LOCK_RELEASE = bare "lock_release.lua";
 
+    /// Register what a client is (host, process, program, version, name).
+    CLIENT_REGISTER = bare "client_register.lua";
+
+    /// Register a job of a scheduler group.
+    #[cfg(feature = "scheduler")]
+    SCHED_REGISTER = "sched_prelude.lua", "sched_register.lua";
+
+    /// Claim an occurrence of a job (or a retry, or a skip).
+    #[cfg(feature = "scheduler")]
+    SCHED_CLAIM = "sched_prelude.lua", "sched_claim.lua";
+
+    /// End a job's run, recording its outcome or handing it back.
+    #[cfg(feature = "scheduler")]
+    SCHED_FINISH = "sched_prelude.lua", "sched_finish.lua";
+
     /// Release a lock's last hold again on a new primary after a failover, if it is still the
     /// latest grant.
     LOCK_RELEASE_RESEND = "lock_release_resend.lua";
@@ -187,11 +202,35 @@ scripts! {
 
     /// Read which primitive a name holds and its state (read-only, for operators).
     INSPECT = "inspect.lua";
+
+    /// Set a rate limiter's rate unless it is set already.
+    RATE_TRY_SET = "rate_prelude.lua", "rate_try_set.lua";
+
+    /// Set a rate limiter's rate, replacing the one set.
+    RATE_SET = "rate_prelude.lua", "rate_set.lua";
+
+    /// Take permits from a rate limiter's window.
+    RATE_ACQUIRE = "rate_prelude.lua", "rate_acquire.lua";
+
+    /// Give permits back to a rate limiter's window, oldest grants first.
+    RATE_RELEASE = "rate_prelude.lua", "rate_release.lua";
+
+    /// Give back one grant of a rate limiter whose caller went away.
+    RATE_GIVE_BACK = "rate_prelude.lua", "rate_give_back.lua";
+
+    /// Count the permits a rate limiter's window has left (read-only).
+    RATE_AVAILABLE = "rate_prelude.lua", "rate_available.lua";
+
+    /// Decide one request of a GCRA rate limit.
+    GCRA_CHECK = bare "gcra_check.lua";
+
+    /// Give back the permits of a GCRA decision whose caller went away.
+    GCRA_REFUND = bare "gcra_refund.lua";
 }
 
 /// Every script's source by its SHA1: what is sent whole (`EVAL`) to a server that does not know
 /// the script.
-static BY_HASH: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
+pub(crate) static BY_HASH: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| {
     SOURCES
         .iter()
         .map(|source| {
@@ -289,46 +328,5 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
 #[cfg(test)]
-mod tests {
-    use super::SOURCES;
-
-    /// A script unknown to the server is sent whole: every registered script's hash leads to
-    /// its source.
-    #[test]
-    fn every_script_can_be_sent_whole() {
-        for source in SOURCES {
-            let hash = redis::Script::new(source).get_hash().to_owned();
-            let cmd = super::eval_cmd(&hash, true, [&b"k"[..]].into_iter(), std::iter::empty());
-            let args: Vec<_> = cmd.args_iter().collect();
-            assert_eq!(args[0], redis::Arg::Simple(&b"EVAL"[..]));
-            assert_eq!(args[1], redis::Arg::Simple(source.as_bytes()));
-            assert_eq!(args[2], redis::Arg::Simple(&b"1"[..]));
-        }
-    }
-
-    /// Every script file is registered, once: its text ends exactly one of [`SOURCES`] (after
-    /// the prelude and its family's helpers, the files named `*prelude.lua`), so that every
-    /// script is declared here and a command refused in it can be named.
-    #[test]
-    fn every_script_is_registered_once() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
-        let mut files = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".lua") || name.ends_with("prelude.lua") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            if name.ends_with(".fast.lua") {
-                let found = SOURCES.iter().filter(|s| s.starts_with(&text)).count();
-                assert_eq!(found, 1, "{name} starts {found} scripts in scripts.rs");
-                continue;
-            }
-            files += 1;
-            let found = SOURCES.iter().filter(|s| s.ends_with(&text)).count();
-            assert_eq!(found, 1, "{name} is registered {found} times in scripts.rs");
-        }
-        assert_eq!(files, SOURCES.len(), "a script is registered twice");
-    }
-}
+#[path = "scripts_tests.rs"]
+mod tests;

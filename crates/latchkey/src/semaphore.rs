@@ -6,17 +6,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::{Error, Result};
 use crate::keys::{check_name, named_debug, SemaphoreKeys};
-use crate::metrics::{self, Op, Site};
+use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::scripts::Invoke;
+use crate::scripts::{Invoke, SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
 use crate::task::{detached, Task};
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
-
-use crate::scripts::{SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
+use crate::wait::{deadline_after, unbounded, unexpected, Attempt};
 
 /// The most permits a semaphore can have in all: published as [`Semaphore::MAX_PERMITS`] and
 /// [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
@@ -30,6 +28,11 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
             "zero permits; acquire or release at least one",
         ));
     }
+    check_total(n)
+}
+
+/// Checks a number of permits to set up: at most [`MAX_PERMITS`].
+pub(crate) fn check_total(n: u32) -> Result<()> {
     if n > MAX_PERMITS {
         return Err(Error::invalid(
             "permits",
@@ -37,6 +40,35 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// What the reply of an add-permits script (of either semaphore) to `delta` means.
+pub(crate) fn added(reply: &[i64], delta: i32) -> Result<()> {
+    match reply {
+        [1, _] => Ok(()),
+        [-1, total] => Err(Error::invalid(
+            "permits",
+            format!(
+                "cannot take {} permits away from a semaphore of {total}",
+                -i64::from(delta)
+            ),
+        )),
+        [-2, total] => Err(Error::invalid(
+            "permits",
+            format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
+        )),
+        other => Err(unexpected("the semaphore script", other)),
+    }
+}
+
+/// The answer to an acquire of a semaphore whose permits were never set: wait for them (setting
+/// them up publishes on the channel), or fail.
+pub(crate) fn not_initialized<G>(wait_for_init: bool, name: &str) -> Result<Attempt<G>> {
+    if wait_for_init {
+        return Ok(Attempt::retry_after_ms(-1));
+    }
+    let name = name.to_owned();
+    Err(Error::NotInitialized { name })
 }
 
 /// A distributed counting semaphore, kept in Redis in Redisson's `RSemaphore` layout.
@@ -88,8 +120,8 @@ pub(crate) fn check_permits(n: u32) -> Result<()> {
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let semaphore = client.semaphore("downloads");
 /// semaphore.try_set_permits(3).await?;
 ///
@@ -104,6 +136,7 @@ pub struct Semaphore {
     inner: Arc<SemaphoreInner>,
 }
 
+#[derive(Clone)]
 struct SemaphoreInner {
     client: Client,
     name: String,
@@ -115,6 +148,7 @@ struct SemaphoreInner {
 }
 
 named_debug!(Semaphore);
+crate::client::object!(Semaphore);
 
 impl Client {
     /// A counting semaphore named `name`, in Redisson's `RSemaphore` layout.
@@ -125,7 +159,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let semaphore = client.semaphore("downloads");
     /// semaphore.try_set_permits(3).await?;
     /// # Ok(())
@@ -166,7 +200,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::Semaphore::MAX_PERMITS, i32::MAX as u32);
+    /// assert_eq!(latchkey_redis::Semaphore::MAX_PERMITS, i32::MAX as u32);
     /// ```
     pub const MAX_PERMITS: u32 = MAX_PERMITS;
 
@@ -178,7 +212,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.semaphore("downloads").name(), "downloads");
     /// # }
     /// ```
@@ -193,7 +227,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// // Set up by another service; wait for it rather than fail.
     /// let slots = client.semaphore("exports").wait_for_init();
     /// let permits = slots.acquire(1).await?;
@@ -201,16 +235,10 @@ impl Semaphore {
     /// # }
     /// ```
     pub fn wait_for_init(self) -> Semaphore {
-        let inner = &self.inner;
+        let mut inner = SemaphoreInner::clone(&self.inner);
+        inner.wait_for_init = true;
         Semaphore {
-            inner: Arc::new(SemaphoreInner {
-                client: inner.client.clone(),
-                name: inner.name.clone(),
-                key: inner.key.clone(),
-                total_key: inner.total_key.clone(),
-                channel: inner.channel.clone(),
-                wait_for_init: true,
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -229,7 +257,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let semaphore = client.semaphore("downloads");
     /// if semaphore.try_set_permits(3).await? {
     ///     println!("set up with 3 permits");
@@ -240,12 +268,7 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", name = "try_set_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
-        if permits > MAX_PERMITS {
-            return Err(Error::invalid(
-                "permits",
-                format!("{permits} is more than the maximum {MAX_PERMITS}"),
-            ));
-        }
+        check_total(permits)?;
         let inner = &self.inner;
         let mut invocation = SEM_SET_PERMITS.invocation();
         invocation
@@ -254,11 +277,8 @@ impl Semaphore {
             .key(&*inner.channel)
             .arg(permits)
             .arg(inner.client.inner.conn.publish_command());
-        let set: i64 = inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "setting semaphore permits", &inner.name)
+        let set: i64 = self
+            .script(&invocation, "setting semaphore permits")
             .await?;
         Ok(set == 1)
     }
@@ -284,7 +304,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let semaphore = client.semaphore("downloads");
     /// semaphore.add_permits(2).await?; // two more downloads at once
     /// semaphore.add_permits(-1).await?; // one fewer
@@ -303,27 +323,8 @@ impl Semaphore {
             .arg(delta)
             .arg(MAX_PERMITS)
             .arg(inner.client.inner.conn.publish_command());
-        let reply: Vec<i64> = inner
-            .client
-            .inner
-            .conn
-            .script(&invocation, "adding semaphore permits", &inner.name)
-            .await?;
-        match reply.as_slice() {
-            [1, _] => Ok(()),
-            [-1, total] => Err(Error::invalid(
-                "permits",
-                format!(
-                    "cannot take {} permits away from a semaphore of {total}",
-                    -i64::from(delta)
-                ),
-            )),
-            [-2, total] => Err(Error::invalid(
-                "permits",
-                format!("{total} + {delta} permits is more than the maximum {MAX_PERMITS}"),
-            )),
-            other => Err(unexpected("the semaphore script", other)),
-        }
+        let reply: Vec<i64> = self.script(&invocation, "adding semaphore permits").await?;
+        added(&reply, delta)
     }
 
     /// The number of permits available now (0 if the semaphore was never set up). Below zero
@@ -340,24 +341,14 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::Semaphore) -> latchkey_redis::Result<()> {
     /// println!("{} permits free", semaphore.available_permits().await?);
     /// # Ok(())
     /// # }
     /// ```
     pub async fn available_permits(&self) -> Result<i64> {
-        check_name(&self.inner.name)?;
-        let n: Option<i64> = self
-            .inner
-            .client
-            .inner
-            .conn
-            .query(
-                redis::cmd("GET").arg(&*self.inner.key),
-                "reading a semaphore",
-                &self.inner.name,
-            )
-            .await?;
+        let cmd = redis::cmd("GET").arg(&*self.inner.key).clone();
+        let n: Option<i64> = self.read(&cmd, "reading a semaphore").await?;
         Ok(n.unwrap_or(0))
     }
 
@@ -395,7 +386,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::Semaphore) -> latchkey_redis::Result<()> {
     /// let permits = semaphore.acquire(2).await?;
     /// // … work that needs two permits …
     /// permits.release().await?;
@@ -403,10 +394,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire(&self, n: u32) -> Result<Permits> {
-        match self.acquire_until(n, None).await? {
-            Some(permits) => Ok(permits),
-            None => unreachable!("an unbounded wait only ends with the permits"),
-        }
+        Ok(unbounded(self.acquire_until(n, None).await?))
     }
 
     /// Takes `n` permits, waiting at most `wait`; `Ok(None)` if they did not become available
@@ -424,7 +412,7 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::Semaphore) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// match semaphore.try_acquire(1, Duration::from_millis(500)).await? {
     ///     Some(permits) => permits.release().await?,
@@ -456,52 +444,43 @@ impl Semaphore {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::Semaphore) -> latchkey_redis::Result<()> {
     /// let n = semaphore.acquire(1).await?.forget(); // hand the permit to another process …
     /// semaphore.release(n).await?; // … which gives it back later
     /// # Ok(())
     /// # }
     /// ```
     pub async fn release(&self, n: u32) -> Result<()> {
+        self.give_back(n, Release::Checked).await
+    }
+
+    /// Gives `n` permits back, checked as `kind` says (a guard's are never refused: see
+    /// [`Release::Held`]), in a `release` span.
+    async fn give_back(&self, n: u32, kind: Release) -> Result<()> {
         let span = metrics::span(Op::Release, "semaphore", &self.inner.name, None);
-        metrics::traced(span, self.release_checked(n)).await
-    }
-
-    async fn release_checked(&self, n: u32) -> Result<()> {
-        check_name(&self.inner.name)?;
-        check_permits(n)?;
-        let reply: Vec<i64> = self
-            .release_task(n, Release::Checked)
-            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
-            .await?;
-        match reply.as_slice() {
-            [1, _] => Ok(()),
-            [0, total] => Err(Error::OverRelease {
-                name: self.inner.name.clone(),
-                released: n,
-                // latchkey's own record, at most MAX_PERMITS; clamped, never wrapped.
-                total: u32::try_from((*total).clamp(0, i64::from(MAX_PERMITS)))
-                    .unwrap_or(MAX_PERMITS),
-            }),
-            other => Err(unexpected("the semaphore script", other)),
-        }
-    }
-
-    /// Gives back the `n` permits a guard holds: never refused (see [`Release::Held`]).
-    async fn release_held(&self, n: u32) -> Result<()> {
-        let span = metrics::span(Op::Release, "semaphore", &self.inner.name, None);
-        metrics::traced(span, self.release_held_inner(n)).await
-    }
-
-    async fn release_held_inner(&self, n: u32) -> Result<()> {
-        let reply: Vec<i64> = self
-            .release_task(n, Release::Held)
-            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
-            .await?;
-        match reply.as_slice() {
-            [1, _] => Ok(()),
-            other => Err(unexpected("the semaphore script", other)),
-        }
+        let inner = &self.inner;
+        let release = async {
+            if let Release::Checked = kind {
+                check_name(&inner.name)?;
+                check_permits(n)?;
+            }
+            let task = self.release_task(n, kind);
+            let reply: Vec<i64> = task
+                .run_detached(&inner.client.inner.conn, &inner.name)
+                .await?;
+            match reply.as_slice() {
+                [1, _] => Ok(()),
+                [0, total] => Err(Error::OverRelease {
+                    name: inner.name.clone(),
+                    released: n,
+                    // latchkey's own record, at most MAX_PERMITS; clamped, never wrapped.
+                    total: u32::try_from((*total).clamp(0, i64::from(MAX_PERMITS)))
+                        .unwrap_or(MAX_PERMITS),
+                }),
+                other => Err(unexpected("the semaphore script", other)),
+            }
+        };
+        metrics::traced(span, release).await
     }
 
     fn release_task(&self, n: u32, kind: Release) -> Task {
@@ -535,14 +514,8 @@ impl Semaphore {
         let acquire = async {
             check_name(&self.inner.name)?;
             check_permits(n)?;
-            Waiting::new(
-                &self.inner.client.inner.hub,
-                &self.inner.channel,
-                WakePolicy::Count,
-            )
-            .metered(Site::new(&self.inner.client, "semaphore", &self.inner.name))
-            .run(deadline, |_| self.attempt(n))
-            .await
+            let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "semaphore");
+            waiting.run(deadline, |_| self.attempt(n)).await
         };
         tracing::Instrument::instrument(acquire, span).await
     }
@@ -587,14 +560,7 @@ impl Semaphore {
                 retry_after: None,
                 short: *available > 0,
             }),
-            // Never set up: setting it up publishes on the channel.
-            [-1] if inner.wait_for_init => Ok(Attempt::Wait {
-                retry_after: None,
-                short: false,
-            }),
-            [-1] => Err(Error::NotInitialized {
-                name: inner.name.clone(),
-            }),
+            [-1] => not_initialized(inner.wait_for_init, &inner.name),
             other => Err(unexpected("the semaphore script", other)),
         }
     }
@@ -636,6 +602,16 @@ impl Permits {
         &self.semaphore
     }
 
+    /// Never lost: a plain semaphore's permits have no lease (for [`Guard`](crate::Guard)).
+    pub(crate) fn is_lost(&self) -> bool {
+        false
+    }
+
+    /// Never resolves (for [`Guard`](crate::Guard)).
+    pub(crate) fn lost(&self) -> crate::Lost {
+        crate::Lost::new(std::future::pending())
+    }
+
     /// Keeps the permits taken and returns how many there are: they stay taken until somebody
     /// calls [`Semaphore::release`].
     pub fn forget(mut self) -> u32 {
@@ -663,7 +639,7 @@ impl Permits {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(semaphore: latchkey::Semaphore) -> latchkey::Result<()> {
+    /// # async fn f(semaphore: latchkey_redis::Semaphore) -> latchkey_redis::Result<()> {
     /// let permits = semaphore.acquire(1).await?;
     /// permits.release().await?;
     /// # Ok(())
@@ -671,7 +647,7 @@ impl Permits {
     /// ```
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        self.semaphore.release_held(self.n).await
+        self.semaphore.give_back(self.n, Release::Held).await
     }
 }
 
@@ -694,29 +670,12 @@ impl Drop for Permits {
     }
 }
 
-impl crate::guard::Sealed for Permits {}
-
-/// Permits are a [`Guard`](crate::Guard): their name is the semaphore's; they have no fencing
-/// token (several holders at once) and no lease, so they are never lost (`lost()` never
-/// resolves); `unlock` gives them back.
-impl crate::Guard for Permits {
-    fn name(&self) -> &str {
-        &self.semaphore.inner.name
-    }
-
-    fn fencing_token(&self) -> Option<crate::FencingToken> {
-        None
-    }
-
-    fn is_lost(&self) -> bool {
-        false
-    }
-
-    fn lost(&self) -> crate::Lost {
-        crate::Lost::new(std::future::pending())
-    }
-
-    fn unlock(self) -> impl std::future::Future<Output = Result<()>> + Send {
-        self.release()
-    }
-}
+crate::guard::forward_guard!(
+    /// Permits are a [`Guard`](crate::Guard): their name is the semaphore's; they have no fencing
+    /// token (several holders at once) and no lease, so they are never lost (`lost()` never
+    /// resolves); `unlock` gives them back.
+    Permits,
+    |permits| &permits.semaphore.inner.name,
+    None,
+    release
+);

@@ -95,12 +95,6 @@ pub(crate) struct Follow {
     pub(crate) last_moved: Arc<Mutex<Option<(String, Instant)>>>,
 }
 
-impl std::fmt::Debug for Follow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Follow").finish_non_exhaustive()
-    }
-}
-
 impl Follow {
     /// The primary at `old` (whatever primary, if unknown) is one no more: drop the connection
     /// to it, reconnect the hub, and send the recent releases again to the new primary, once

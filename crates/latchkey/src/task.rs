@@ -6,7 +6,6 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -66,7 +65,7 @@ pub(crate) fn detached_try<T: Send + 'static>(
 pub(crate) struct Detached<T: Send + 'static> {
     /// `None` once `work` has finished. In a mutex only to keep this future `Sync` (as the join
     /// handle it replaced was): it is reached through `&mut self` alone (`Mutex::get_mut`, no
-    /// locking), except by `Debug`.
+    /// locking).
     work: Mutex<Option<BoxFuture<'static, T>>>,
     /// The runtime of the first poll (`None` before it, or outside one): where an unfinished
     /// `work` goes when this future is dropped.
@@ -117,18 +116,6 @@ impl<T: Send + 'static> Drop for Detached<T> {
                 std::mem::replace(&mut self.span, tracing::Span::none()),
             )));
         }
-    }
-}
-
-impl<T: Send + 'static> fmt::Debug for Detached<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Detached")
-            .field(
-                "finished",
-                &self.work.try_lock().map(|work| work.is_none()).ok(),
-            )
-            .field("started", &self.runtime.is_some())
-            .finish()
     }
 }
 
@@ -187,10 +174,58 @@ impl Task {
     where
         T: redis::FromRedisValue + Send + 'static,
     {
-        let conn = conn.clone();
-        let name = name.to_owned();
-        let done = detached(Box::pin(async move { self.run::<T>(&conn, &name).await }));
-        async move { done.await? }
+        let (conn, name) = (conn.clone(), name.to_owned());
+        detached_try(Box::pin(async move { self.run::<T>(&conn, &name).await }))
+    }
+}
+
+/// A waiter's registration in Redis that outlives its attempt (a fair lock's queue entry, a
+/// writer's pending mark): dropped while armed, it hands its clean-up to the background task.
+pub(crate) struct LeaveOnDrop {
+    background: mpsc::UnboundedSender<Task>,
+    leave: Option<Task>,
+}
+
+impl LeaveOnDrop {
+    /// `leave`, sent to `background` (the client's task queue) unless disarmed.
+    pub(crate) fn new(background: &mpsc::UnboundedSender<Task>, leave: Task) -> LeaveOnDrop {
+        let background = background.clone();
+        LeaveOnDrop {
+            background,
+            leave: Some(leave),
+        }
+    }
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.leave.take() {
+            let _ = self.background.send(task);
+        }
+    }
+}
+
+/// The registration one acquire keeps across its attempts: left in Redis (see [`LeaveOnDrop`])
+/// when this is dropped, unless the acquire was granted.
+#[derive(Default)]
+pub(crate) struct Place(Mutex<Option<LeaveOnDrop>>);
+
+impl Place {
+    /// Keeps the registration an attempt made, unless one is kept already: one owner has one
+    /// place, so a later attempt's is the same one, disarmed (dropped armed, it would leave).
+    pub(crate) fn keep_first(&self, made: Option<LeaveOnDrop>) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match made {
+            Some(mut made) if kept.is_some() => made.leave = None,
+            made => *kept = kept.take().or(made),
+        }
+    }
+
+    /// The acquire was granted: its script removed the registration already.
+    pub(crate) fn disarm(&self) {
+        if let Some(mut kept) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            kept.leave = None;
+        }
     }
 }
 
@@ -252,13 +287,6 @@ async fn run_task(conn: Conn, task: Task) {
 /// removes its entry when it stops; the client's shutdown stops them all.
 #[derive(Default)]
 pub(crate) struct Agents(Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>);
-
-impl fmt::Debug for Agents {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        f.debug_set().entries(agents.keys()).finish()
-    }
-}
 
 impl Agents {
     /// The shared state of the agent called `name`, or the one `start` makes (and whose task it

@@ -17,6 +17,7 @@ use crate::metrics::{self, Site};
 use crate::pubsub::{Hub, WakePolicy};
 use crate::stall::pause_before_retry;
 use crate::task::Task;
+use crate::watchdog::{check_lease, Lease};
 
 /// The longest a waiter parks between attempts when nothing wakes it. Messages normally wake it
 /// long before; this bounds the stall when one is lost or a hand-off went to a client that died.
@@ -61,6 +62,20 @@ pub(crate) struct Turn {
     pub(crate) subscribed: bool,
     /// How many other waiters of this client listen on the channel.
     pub(crate) others: usize,
+}
+
+impl Turn {
+    /// What a grant does to this client's place in a wake-one wait queue (a lock's, an
+    /// election's), as the acquire scripts take it: `"0"` leave it (no other waiter of the
+    /// client), `"1"` stay (others still wait), `"2"` not in it (nobody of this client waits:
+    /// no subscription, no other waiter).
+    pub(crate) fn queue(&self) -> &'static str {
+        match (self.others, self.subscribed) {
+            (0, false) => "2",
+            (0, true) => "0",
+            _ => "1",
+        }
+    }
 }
 
 /// Where and how a primitive waits.
@@ -247,6 +262,41 @@ pub(crate) fn deadline_after(wait: Duration, unbounded: &str) -> Result<Instant>
             "wait",
             format!("{wait:?} overflows the clock; use {unbounded} to wait without a limit"),
         )
+    })
+}
+
+/// The lease and the deadline asked for by the options of an acquire (a fixed lease, a wait),
+/// checked; `unbounded` names the call that waits without a limit (see [`deadline_after`]).
+pub(crate) fn checked_options(
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+    unbounded: &str,
+) -> Result<(Lease, Option<Instant>)> {
+    let lease = match lease {
+        Some(lease) => check_lease(lease).map(|_| Lease::Fixed(lease))?,
+        None => Lease::Watchdog,
+    };
+    let deadline = wait
+        .map(|wait| deadline_after(wait, unbounded))
+        .transpose()?;
+    Ok((lease, deadline))
+}
+
+/// What a wait without a deadline ended with: always a grant.
+pub(crate) fn unbounded<G>(granted: Option<G>) -> G {
+    granted.expect("an unbounded wait only ends with a grant")
+}
+
+/// What a wait for `name` that started at `started` ended with; running out of time is an
+/// error ([`Error::WaitTimedOut`]).
+pub(crate) fn or_timed_out<G>(
+    granted: Option<G>,
+    name: &str,
+    started: std::time::Instant,
+) -> Result<G> {
+    granted.ok_or_else(|| Error::WaitTimedOut {
+        name: name.to_owned(),
+        waited: started.elapsed(),
     })
 }
 

@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_info::Registration;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::metrics::{self, Site};
@@ -64,6 +65,16 @@ pub(crate) enum Lease {
     Fixed(Duration),
 }
 
+impl Lease {
+    /// The lease in milliseconds: the watchdog timeout for a watchdog lease.
+    pub(crate) fn ms(self, watchdog_timeout: Duration) -> u64 {
+        match self {
+            Lease::Watchdog => watchdog_timeout.as_millis() as u64,
+            Lease::Fixed(d) => d.as_millis() as u64,
+        }
+    }
+}
+
 /// Identifies one hold in the registry.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub(crate) struct HoldKey {
@@ -91,27 +102,36 @@ pub(crate) trait Renewal: Send + Sync + std::fmt::Debug {
     fn args(&self, lease_ms: u64) -> Vec<String>;
 }
 
-/// The renewal of a reentrant lock hash (`scripts/lock_renew.lua`).
+/// The renewal of the hold of a field in one key: a lock hash's (`scripts/lock_renew.lua`), or a
+/// permit's lease (`scripts/psem_renew.lua`); both scripts take the key, the field and the lease.
 #[derive(Debug)]
 pub(crate) struct LockRenewal {
-    pub(crate) key: Arc<str>,
-    pub(crate) field: Arc<str>,
+    script: &'static redis::Script,
+    key: Arc<str>,
+    field: Arc<str>,
 }
 
 impl LockRenewal {
     /// The renewal of the hold of `field` in the lock hash `key` (the lock's, the fair lock's,
-    /// the election's).
+    /// the election's, a RedLock node's).
     pub(crate) fn of(key: &Arc<str>, field: &Arc<str>) -> Arc<dyn Renewal> {
-        Arc::new(LockRenewal {
-            key: key.clone(),
-            field: field.clone(),
-        })
+        LockRenewal::with(&scripts::LOCK_RENEW, key, field)
+    }
+
+    /// The renewal of the hold of `field` in `key` by `script`.
+    pub(crate) fn with(
+        script: &'static redis::Script,
+        key: &Arc<str>,
+        field: &Arc<str>,
+    ) -> Arc<dyn Renewal> {
+        let (key, field) = (key.clone(), field.clone());
+        Arc::new(LockRenewal { script, key, field })
     }
 }
 
 impl Renewal for LockRenewal {
     fn script(&self) -> &'static redis::Script {
-        &scripts::LOCK_RENEW
+        self.script
     }
     fn keys(&self) -> Vec<Arc<str>> {
         vec![self.key.clone()]
@@ -166,6 +186,9 @@ struct State {
     /// When the watchdog loop's current sleep ends (`None` before it first sleeps): a grant
     /// whose deadline comes later needs no wake-up, the loop sees it when it wakes.
     wakes_at: Option<Instant>,
+    /// Whether the client's registration (see [`crate::client_info`]) lives until the loop's
+    /// next refresh; a grant while it does not wakes the loop to register at once.
+    registered: bool,
 }
 
 impl State {
@@ -246,7 +269,7 @@ impl Registry {
         // first: it needs waking only when this grant's deadline comes before that. A
         // watchdog-lease grant (deadline a whole watchdog timeout away) usually comes after
         // the next tick, so the usual acquire wakes nothing.
-        let poke = state.wakes_at.is_none_or(|at| valid_until < at);
+        let poke = state.wakes_at.is_none_or(|at| valid_until < at) || !state.registered;
         let lost = CancellationToken::new();
         state.deadlines.insert((valid_until, gen));
         state.held.insert(
@@ -275,12 +298,16 @@ impl Registry {
 
     /// Marks hold `gen` lost (if it is still held) and forgets it.
     fn lose(&self, gen: u64, why: &str) {
-        let Some(held) = self.state().remove(gen) else {
-            return;
-        };
+        if let Some(held) = self.state().remove(gen) {
+            self.lost(held, why, "gone");
+        }
+    }
+
+    /// Reports `held`, forgotten already, lost for `reason` (`why` in words).
+    fn lost(&self, held: Held, why: &str, reason: &'static str) {
         tracing::warn!(lock = %held.name, "latchkey lock lost: {why}");
         self.site(&held.key, &held.name)
-            .count(metrics::LOST, &[("reason", "gone")], 1);
+            .count(metrics::LOST, &[("reason", reason)], 1);
         held.lost.cancel();
     }
 
@@ -366,13 +393,8 @@ impl Registry {
             }
             state.deadlines.pop_first();
             if let Some(held) = state.held.remove(&gen) {
-                tracing::warn!(
-                    lock = %held.name,
-                    "latchkey lock lost: its lease ran out before it could be renewed"
-                );
-                self.site(&held.key, &held.name)
-                    .count(metrics::LOST, &[("reason", "expired")], 1);
-                held.lost.cancel();
+                let why = "its lease ran out before it could be renewed";
+                self.lost(held, why, "expired");
             }
         }
         state.earliest()
@@ -389,10 +411,12 @@ struct RenewItem {
     lease_ms: u64,
 }
 
-/// Starts the watchdog task: it renews and checks the holds of `registry` until `shutdown`.
+/// Starts the watchdog task: it renews and checks the holds of `registry` until `shutdown`,
+/// and keeps the client's `registration` alive while it holds anything.
 pub(crate) fn start(
     conn: Conn,
     registry: Arc<Registry>,
+    registration: Arc<Registration>,
     watchdog_timeout: Duration,
     command_timeout: Duration,
     shutdown: CancellationToken,
@@ -401,6 +425,7 @@ pub(crate) fn start(
     tokio::spawn(renew_loop(
         conn,
         registry,
+        registration,
         watchdog_timeout,
         period,
         command_timeout.min(period),
@@ -411,21 +436,34 @@ pub(crate) fn start(
 async fn renew_loop(
     conn: Conn,
     registry: Arc<Registry>,
+    registration: Arc<Registration>,
     watchdog_timeout: Duration,
     period: Duration,
     renew_timeout: Duration,
     shutdown: CancellationToken,
 ) {
     let mut next_tick = Instant::now() + period;
+    // The registration lives a watchdog timeout from its last refresh: refreshed at every
+    // tick while the client holds something, and at once for a grant after it lapsed.
+    let mut registered_at = None::<Instant>;
     loop {
         let wake_at = registry.sleep_until(Instant::now(), next_tick);
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => return,
-            _ = registry.changed.notified() => continue,
+            _ = registry.changed.notified() => {}
             _ = tokio::time::sleep_until(wake_at) => {}
         }
-        if Instant::now() < next_tick {
+        let now = Instant::now();
+        let due = registered_at.is_none_or(|at| now >= at + period);
+        if due && registry.len() > 0 {
+            registered_at = Some(now);
+            tokio::spawn(registration.clone().refresh(conn.clone(), watchdog_timeout));
+        }
+        // Lapses before the next tick's refresh could come: the next grant wakes the loop.
+        let lasts = registered_at.is_some_and(|at| now + period < at + watchdog_timeout);
+        registry.state().registered = lasts;
+        if now < next_tick {
             continue;
         }
         next_tick = Instant::now() + period;

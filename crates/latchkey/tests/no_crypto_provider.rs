@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 
 #[tokio::test]
 async fn tls_without_a_crypto_provider_is_a_config_error_not_a_panic() {

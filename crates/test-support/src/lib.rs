@@ -19,8 +19,10 @@
 //! the kernel (`PR_SET_PDEATHSIG`) if the test process dies without running destructors.
 //! When a test panics, dropping a server prints the tail of its log to stderr.
 //!
-//! The binaries are found on `PATH`; the environment variables `LATCHKEY_REDIS_SERVER`,
-//! `LATCHKEY_REDIS_SENTINEL` and `LATCHKEY_REDIS_CLI` override them.
+//! The binaries are found on `PATH`: `redis-server`, `redis-sentinel` and `redis-cli`, or with
+//! `LATCHKEY_TEST_SERVER=valkey` Valkey's `valkey-server`, `valkey-sentinel` and `valkey-cli`
+//! ([`Family`]); the environment variables `LATCHKEY_REDIS_SERVER`, `LATCHKEY_REDIS_SENTINEL`
+//! and `LATCHKEY_REDIS_CLI` override them one by one.
 #![warn(missing_docs)]
 
 mod cluster;
@@ -39,4 +41,5 @@ pub use proxy::FaultProxy;
 pub use sentinel::SentinelGroup;
 pub use server::{RedisServer, RedisServers, ServerBuilder};
 pub use tls::{install_crypto_provider, TlsFiles};
+pub use util::Family;
 pub use wait::eventually;

@@ -5,11 +5,44 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-/// The program to run for `default`, unless the environment variable `env` names another.
+/// The server family the tests run: Redis, or Valkey with `LATCHKEY_TEST_SERVER=valkey`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// `redis-server`, `redis-sentinel`, `redis-cli` (the default).
+    Redis,
+    /// `valkey-server`, `valkey-sentinel`, `valkey-cli`.
+    Valkey,
+}
+
+impl Family {
+    /// The family named by `LATCHKEY_TEST_SERVER` (`redis`, the default, or `valkey`).
+    ///
+    /// # Panics
+    ///
+    /// If the variable names anything else: a typo must not silently test Redis.
+    pub fn current() -> Family {
+        match std::env::var("LATCHKEY_TEST_SERVER").as_deref() {
+            Err(_) | Ok("") | Ok("redis") => Family::Redis,
+            Ok("valkey") => Family::Valkey,
+            Ok(other) => panic!("LATCHKEY_TEST_SERVER={other}: use `redis` or `valkey`"),
+        }
+    }
+
+    /// The family's name for a program: `redis-server` → `valkey-server` under Valkey.
+    fn program(self, redis_name: &str) -> String {
+        match self {
+            Family::Redis => redis_name.to_owned(),
+            Family::Valkey => redis_name.replacen("redis", "valkey", 1),
+        }
+    }
+}
+
+/// The program to run for `default` (a Redis program name, found on `PATH` under the name of
+/// the [`Family`] under test), unless the environment variable `env` names another.
 pub(crate) fn binary(env: &str, default: &str) -> String {
     match std::env::var(env) {
         Ok(path) if !path.is_empty() => path,
-        _ => default.to_string(),
+        _ => Family::current().program(default),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `contended` workload's frame, shared by latchkey and the peer: reset the counter, warm
+//! The `contended` workload's frame, shared by latchkey and the peers: reset the counter, warm
 //! up, count commands around the measured window (the clients run through it without a
 //! restart), and check the counter.
 
@@ -16,6 +16,17 @@ use crate::connect;
 /// Clients (one task each, separate connections) on the one lock.
 pub const CLIENTS: usize = 8;
 
+/// What a library's `PING`s are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pings {
+    /// Health checks of its connections (latchkey's pub/sub connections send one every 5 s):
+    /// they come with time, not with sections, so they are reported apart.
+    HealthChecks,
+    /// Part of its operations (redisson's pool checks every connection it hands out with a
+    /// `PING`): counted with the section's commands.
+    PerOperation,
+}
+
 /// Runs the workload: `make(t)` is worker `t`'s lock + GET + SET + unlock, returning how long
 /// it waited for the lock. Each section sends exactly one GET and one SET of its own.
 pub async fn measure<M, F, Fut>(
@@ -23,6 +34,7 @@ pub async fn measure<M, F, Fut>(
     library: &'static str,
     counter: &str,
     plain: Plain,
+    pings: Pings,
     make: M,
 ) -> Result<Run>
 where
@@ -67,7 +79,10 @@ where
     let sent = commands::client_sent(&deltas, plain, measured.count, measured.count);
     // The pub/sub connections' health checks (a PING every 5 s per client) come with time, not
     // with sections: reported on their own, not divided by the sections.
-    let health_checks = sent.get("ping").copied().unwrap_or(0);
+    let health_checks = match pings {
+        Pings::HealthChecks => sent.get("ping").copied().unwrap_or(0),
+        Pings::PerOperation => 0,
+    };
     let total: u64 = sent.values().sum::<u64>() - health_checks;
     let found = found.unwrap_or(0);
     let mut run = Run::new(library, "", &mut measured).with_cpu(cpu);

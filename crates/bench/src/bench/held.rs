@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use latchkey::{Lock, LockGuard};
+use latchkey_redis::{Lock, LockGuard};
 use serde::Serialize;
 
 use super::commands;

@@ -1,5 +1,6 @@
-//! The workloads of `latchkey-bench`: latchkey next to the peer rslock and the same run's
-//! ceiling, with the targets from the issue tracker.
+//! The workloads of `latchkey-bench`: latchkey next to the peers rslock and redisson (the Rust
+//! crate) and the same run's ceiling, with the targets from the issue tracker (all of them
+//! against rslock or the ceiling).
 
 mod ceiling;
 mod commands;
@@ -9,6 +10,7 @@ mod held;
 mod measure;
 mod ours;
 mod peer;
+mod peer_redisson;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,9 +57,11 @@ pub struct Setup {
 /// One library on one workload.
 #[derive(Clone, Debug, Serialize)]
 pub struct Run {
-    /// `latchkey` or `rslock`.
+    /// `latchkey`, `rslock` or `redisson`.
     pub library: &'static str,
-    /// `unlock` or `drop` for solo; `unfenced` or `8 tasks` for redlock3; empty otherwise.
+    /// `unlock` or `drop` for solo; `unfenced` or `8 tasks` for redlock3; `pool 64` for
+    /// redisson's many when its default pool failed (see [`Report::peer_notes`]); empty
+    /// otherwise.
     pub variant: &'static str,
     /// Pairs or critical sections completed in the measured window.
     pub count: u64,
@@ -204,7 +208,7 @@ pub struct Report {
     pub many: Vec<Run>,
     /// `contended`.
     pub contended: Vec<Run>,
-    /// `fair` (latchkey only: rslock has no fair lock).
+    /// `fair` (latchkey only: rslock has no fair lock, redisson's does not wait).
     pub fair: Vec<Run>,
     /// `redlock3`, with its `unfenced` and `8 tasks` variants (latchkey only).
     pub redlock3: Vec<Run>,
@@ -217,10 +221,25 @@ pub struct Report {
     /// `held`: pairs while the client holds 100, 10k and 50k locks.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<held::HeldRun>,
+    /// What a peer could not do on a workload that ran: left out (it has the primitive but not
+    /// what the workload needs), or measured otherwise than with its defaults, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peer_notes: Vec<PeerNote>,
     /// The targets.
     pub checks: Vec<Check>,
     /// False if a correctness check failed (contended counter, delayed lost or duplicated).
     pub correct: bool,
+}
+
+/// What a peer could not do on a workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerNote {
+    /// The workload.
+    pub workload: &'static str,
+    /// The peer.
+    pub library: &'static str,
+    /// What happened, and why.
+    pub note: String,
 }
 
 /// The machine, for the record.
@@ -355,6 +374,7 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
         redlock3_skipped: None,
         delayed: None,
         held: Vec::new(),
+        peer_notes: Vec::new(),
         checks: Vec::new(),
         correct: true,
     };
@@ -377,6 +397,11 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
             report
                 .solo
                 .push(peer::solo(&setup).await.context("solo (rslock)")?);
+            report.solo.push(
+                peer_redisson::solo(&setup)
+                    .await
+                    .context("solo (redisson)")?,
+            );
         }
     }
     if has(Workload::Many) {
@@ -385,6 +410,17 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
             report
                 .many
                 .push(peer::many(&setup).await.context("many (rslock)")?);
+            let (run, note) = peer_redisson::many(&setup)
+                .await
+                .context("many (redisson)")?;
+            report.many.push(run);
+            if let Some(note) = note {
+                report.peer_notes.push(PeerNote {
+                    workload: "many",
+                    library: peer_redisson::NAME,
+                    note,
+                });
+            }
         }
     }
     if has(Workload::Contended) {
@@ -396,6 +432,11 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
                 peer::contended(&setup)
                     .await
                     .context("contended (rslock)")?,
+            );
+            report.contended.push(
+                peer_redisson::contended(&setup)
+                    .await
+                    .context("contended (redisson)")?,
             );
         }
     }
@@ -425,6 +466,22 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
             }
         } else {
             report.redlock3_skipped = targets.redlock_skipped.clone();
+        }
+    }
+    if peer {
+        for &(workload, why) in peer_redisson::NOT_RUN {
+            let ran = match workload {
+                "fair" => has(Workload::Fair),
+                "redlock3" => has(Workload::Redlock3) && targets.redlock.len() == 3,
+                _ => false,
+            };
+            if ran {
+                report.peer_notes.push(PeerNote {
+                    workload,
+                    library: peer_redisson::NAME,
+                    note: format!("not run: {why}"),
+                });
+            }
         }
     }
     if has(Workload::Delayed) {
@@ -673,7 +730,9 @@ fn render(report: &Report) -> String {
             "figure",
             "latchkey",
             "rslock",
-            "ratio",
+            "redisson",
+            "÷ rslock",
+            "÷ redisson",
             "of ceiling",
             "target",
             "",
@@ -716,26 +775,41 @@ fn render(report: &Report) -> String {
             }
         })
     };
-    let row = |cells: [&str; 2], ours: String, peer: String, rest: [String; 4]| {
-        let [ratio, of, target, met] = rest;
-        vec![
+    // A row with both peers: workload and figure, latchkey's cell, the peers' cells (rslock,
+    // redisson), then ÷ rslock, ÷ redisson, of ceiling, target, met.
+    let row_peers = |cells: [&str; 2], ours: String, peers: [String; 2], rest: [String; 5]| {
+        let [rslock, redisson] = peers;
+        let mut row = vec![
             cells[0].to_owned(),
             cells[1].to_owned(),
             ours,
-            peer,
-            ratio,
-            of,
-            target,
-            met,
-        ]
+            rslock,
+            redisson,
+        ];
+        row.extend(rest);
+        row
     };
-    let blank = || [String::new(), String::new(), String::new(), String::new()];
+    // A row without redisson: rslock's cell, then ÷ rslock, of ceiling, target, met.
+    let row = |cells: [&str; 2], ours: String, peer: String, rest: [String; 4]| {
+        let [ratio, of, target, met] = rest;
+        let rest = [ratio, String::new(), of, target, met];
+        row_peers(cells, ours, [peer, String::new()], rest)
+    };
+    fn blank<const N: usize>() -> [String; N] {
+        std::array::from_fn(|_| String::new())
+    }
+    // The tail of a row with both peers that has a target and no ratio.
+    let judged = |[target, met]: [String; 2]| {
+        let [a, b, c] = blank();
+        [a, b, c, target, met]
+    };
     let ceiling = report.ceiling.as_ref();
     let seq_pairs = ceiling.map(|c| c.sequential_per_s / 2.0);
     let piped_pairs = ceiling.map(|c| c.pipelined_per_s / 2.0);
     let seq_sections = ceiling.map(|c| c.sequential_per_s / 4.0);
 
     let peer_solo = find(&report.solo, peer::NAME, "");
+    let redisson_solo = find(&report.solo, peer_redisson::NAME, "");
     // A dropped guard's release travels while the next acquire does: one round trip per pair.
     let seq_round_trips = ceiling.map(|c| c.sequential_per_s);
     let solo_rows = [
@@ -745,25 +819,30 @@ fn render(report: &Report) -> String {
     for (variant, label, figure, limit) in solo_rows {
         if let Some(ours) = find(&report.solo, "latchkey", variant) {
             let [target, met] = verdict("solo", figure);
-            table.row(row(
+            table.row(row_peers(
                 ["solo", &format!("pairs/s, {label}")],
                 rate(Some(ours)),
-                rate(peer_solo),
-                [ratio(ours, peer_solo), of(ours, limit), target, met],
+                [rate(peer_solo), rate(redisson_solo)],
+                [
+                    ratio(ours, peer_solo),
+                    ratio(ours, redisson_solo),
+                    of(ours, limit),
+                    target,
+                    met,
+                ],
             ));
-            table.row(row(
+            table.row(row_peers(
                 ["", &format!("pair p50 / p99, {label}")],
                 latency(Some(ours)),
-                latency(peer_solo),
+                [latency(peer_solo), latency(redisson_solo)],
                 blank(),
             ));
             if variant == "unlock" && ours.redis_cpu_us_per_op.is_some() {
-                let [target, met] = verdict("solo", "Redis CPU per pair ÷ rslock");
-                table.row(row(
+                table.row(row_peers(
                     ["", "CPU / pair: Redis / client, unlock()"],
                     cpu(Some(ours)),
-                    cpu(peer_solo),
-                    [String::new(), String::new(), target, met],
+                    [cpu(peer_solo), cpu(redisson_solo)],
+                    judged(verdict("solo", "Redis CPU per pair ÷ rslock")),
                 ));
             }
         }
@@ -771,26 +850,38 @@ fn render(report: &Report) -> String {
     let pairs = |table: &mut Table, workload: &str, runs: &[Run], limit, figure| {
         if let Some(ours) = find(runs, "latchkey", "") {
             let peer = find(runs, peer::NAME, "");
+            // redisson's `many` is its `pool 64` run when the default pool failed (see the notes).
+            let second = find(runs, peer_redisson::NAME, "")
+                .or_else(|| find(runs, peer_redisson::NAME, "pool 64"));
+            let marked = |r: Option<&Run>| match r {
+                Some(r) if !r.variant.is_empty() => format!("{} ({})", rate(Some(r)), r.variant),
+                _ => rate(r),
+            };
             let [target, met] = verdict(workload, figure);
-            table.row(row(
+            table.row(row_peers(
                 [workload, "pairs/s"],
                 rate(Some(ours)),
-                rate(peer),
-                [ratio(ours, peer), of(ours, limit), target, met],
+                [rate(peer), marked(second)],
+                [
+                    ratio(ours, peer),
+                    ratio(ours, second),
+                    of(ours, limit),
+                    target,
+                    met,
+                ],
             ));
-            table.row(row(
+            table.row(row_peers(
                 ["", "pair p50 / p99"],
                 latency(Some(ours)),
-                latency(peer),
+                [latency(peer), latency(second)],
                 blank(),
             ));
             if ours.redis_cpu_us_per_op.is_some() {
-                let [target, met] = verdict(workload, "Redis CPU per pair ÷ rslock");
-                table.row(row(
+                table.row(row_peers(
                     ["", "CPU / pair: Redis / client"],
                     cpu(Some(ours)),
-                    cpu(peer),
-                    [String::new(), String::new(), target, met],
+                    [cpu(peer), cpu(second)],
+                    judged(verdict(workload, "Redis CPU per pair ÷ rslock")),
                 ));
             }
         }
@@ -837,46 +928,57 @@ fn render(report: &Report) -> String {
     };
     if let Some(ours) = find(&report.contended, "latchkey", "") {
         let peer = find(&report.contended, peer::NAME, "");
+        let second = find(&report.contended, peer_redisson::NAME, "");
+        let peers = |cell: &dyn Fn(Option<&Run>) -> String| [cell(peer), cell(second)];
         let [target, met] = verdict("contended", "sections/s ÷ rslock");
-        table.row(row(
+        table.row(row_peers(
             ["contended", "sections/s"],
             rate(Some(ours)),
-            rate(peer),
-            [ratio(ours, peer), of(ours, seq_sections), target, met],
+            peers(&rate),
+            [
+                ratio(ours, peer),
+                ratio(ours, second),
+                of(ours, seq_sections),
+                target,
+                met,
+            ],
         ));
-        table.row(row(
+        table.row(row_peers(
             ["", "wait p50 / p99"],
             latency(Some(ours)),
-            latency(peer),
+            peers(&latency),
             blank(),
         ));
         let max = |r: Option<&Run>| r.map_or(String::new(), |r| us(r.latency.max_us));
-        table.row(row(["", "wait max"], max(Some(ours)), max(peer), blank()));
-        let [target, met] = verdict("contended", "fewest sections of a client ÷ mean");
-        table.row(row(
-            ["", "sections per client"],
-            spread(Some(ours)),
-            spread(peer),
-            [String::new(), String::new(), target, met],
-        ));
-        table.row(row(
-            ["", "CPU / section: Redis / client"],
-            cpu(Some(ours)),
-            cpu(peer),
+        table.row(row_peers(
+            ["", "wait max"],
+            max(Some(ours)),
+            peers(&max),
             blank(),
         ));
-        let [target, met] = verdict("contended", "commands/section");
-        table.row(row(
+        table.row(row_peers(
+            ["", "sections per client"],
+            spread(Some(ours)),
+            peers(&spread),
+            judged(verdict("contended", "fewest sections of a client ÷ mean")),
+        ));
+        table.row(row_peers(
+            ["", "CPU / section: Redis / client"],
+            cpu(Some(ours)),
+            peers(&cpu),
+            blank(),
+        ));
+        table.row(row_peers(
             ["", "commands/section"],
             cmds(Some(ours)),
-            cmds(peer),
-            [String::new(), String::new(), target, met],
+            peers(&cmds),
+            judged(verdict("contended", "commands/section")),
         ));
-        table.row(row(
+        table.row(row_peers(
             ["", "final counter"],
             counter(Some(ours)),
-            counter(peer),
-            counter_target(),
+            peers(&counter),
+            judged(["= sections".into(), String::new()]),
         ));
     }
     if let Some(ours) = find(&report.fair, "latchkey", "") {
@@ -1002,11 +1104,16 @@ fn render(report: &Report) -> String {
     if let Some(why) = &report.redlock3_skipped {
         out.push_str(&format!("\nredlock3 skipped: {why}\n"));
     }
+    for n in &report.peer_notes {
+        out.push_str(&format!("\n{} on {}: {}\n", n.library, n.workload, n.note));
+    }
     out.push_str(
-        "\nratio = latchkey / rslock (rslock has no drop-to-release: both solo rows compare with \
-         its acquire + release). of ceiling: solo unlock() and redlock3 against half the \
-         sequential EVALSHA rate (a pair is 2 round trips), solo drop against the whole of it \
-         (the release travels with the next acquire), many against half the pipelined rate, \
+        "\n÷ rslock, ÷ redisson = latchkey's rate / the peer's (the peers have no \
+         drop-to-release: both solo rows compare with their lock + unlock; redisson's pool sends \
+         a PING before every script call, and its waiters poll every 100 ms). of ceiling: solo \
+         unlock() and redlock3 against half the sequential EVALSHA rate (a pair is 2 round \
+         trips), solo drop against the whole of it (the release travels with the next \
+         acquire), many against half the pipelined rate, \
          contended and fair against a quarter of the sequential rate (acquire, GET, SET, \
          release in a row). CPU: user + system time per operation of the Redis server and of the bench process (the \
          clients).\n",

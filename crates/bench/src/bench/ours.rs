@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use latchkey::{Client, FairLock, Lock, RedLock};
+use latchkey_redis::{Client, FairLock, Lock, RedLock};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
@@ -184,7 +184,8 @@ async fn sections(setup: &Setup, name: &str, make: impl Fn(&Client) -> OneLock) 
         get: false,
         set: false,
     };
-    contended::measure(setup, "latchkey", &counter, no_plain, make).await
+    let pings = contended::Pings::HealthChecks;
+    contended::measure(setup, "latchkey", &counter, no_plain, pings, make).await
 }
 
 /// A `redlock3` run: the workload itself, or one of two variants that show what fencing and
@@ -228,7 +229,7 @@ pub async fn redlock3(setup: &Setup, urls: &[String], run: RedLockRun) -> Result
                 .fencing(fencing)
                 .build()
         })
-        .collect::<latchkey::Result<_>>()
+        .collect::<latchkey_redis::Result<_>>()
         .context("making the RedLocks")?;
     // Task `t` rotates over names t*per_task .. (t+1)*per_task: no two tasks share a lock.
     let make = |t: usize| {

@@ -130,5 +130,7 @@ pub async fn contended(setup: &Setup) -> Result<Run> {
         get: false,
         set: true,
     };
-    contended::measure(setup, NAME, &counter, plain, make).await
+    // rslock sends no PING.
+    let pings = contended::Pings::HealthChecks;
+    contended::measure(setup, NAME, &counter, plain, pings, make).await
 }

@@ -42,7 +42,7 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "worker {worker}: fatal: {}",
-                match e.downcast_ref::<latchkey::Error>() {
+                match e.downcast_ref::<latchkey_redis::Error>() {
                     Some(e) => e.chain().to_string(),
                     None => e.to_string(),
                 }

@@ -60,11 +60,7 @@ pub(crate) fn ensure(client: &Client, name: &str, keys: &Keys) -> Arc<Shared> {
             conn: client.inner.conn.clone(),
             client: Arc::downgrade(&client.inner),
             name: name.to_owned(),
-            delayed: keys.delayed.clone(),
-            ready: keys.ready.clone(),
-            unacked: keys.unacked.clone(),
-            ready_channel: keys.ready_channel.clone(),
-            delay_channel: keys.delay_channel.clone(),
+            keys: keys.clone(),
             shared: shared.clone(),
             site: Site::queue(client.inner.config.metrics_name_label, name),
         };
@@ -79,11 +75,7 @@ struct Agent {
     conn: Conn,
     client: Weak<Inner>,
     name: String,
-    delayed: Arc<str>,
-    ready: Arc<str>,
-    unacked: Arc<str>,
-    ready_channel: Arc<str>,
-    delay_channel: Arc<str>,
+    keys: Keys,
     shared: Arc<Shared>,
     /// Where the queue's transfer metrics are recorded.
     site: Site,
@@ -152,7 +144,7 @@ impl Agent {
         let inner = self.client.upgrade()?;
         match inner
             .hub
-            .subscribe(&self.delay_channel, WakePolicy::All, None)
+            .subscribe(&self.keys.delay_channel, WakePolicy::All, None)
             .await
         {
             Ok(subscription) => Some(subscription),
@@ -166,22 +158,17 @@ impl Agent {
     /// Runs the transfer script until nothing due is left; returns when to run it again.
     async fn transfer(&self) -> Result<Instant> {
         loop {
+            let keys = &self.keys;
             let mut invocation = DELAY_TRANSFER.invocation();
             invocation
-                .key(&*self.delayed)
-                .key(&*self.ready)
-                .key(&*self.unacked)
-                .key(&*self.ready_channel)
+                .key(&*keys.delayed)
+                .key(&*keys.ready)
+                .key(&*keys.unacked)
+                .key(&*keys.ready_channel)
                 .arg(TRANSFER_BATCH)
                 .arg(self.conn.publish_command());
-            let reply: Vec<i64> = self
-                .conn
-                .script(
-                    &invocation,
-                    "moving due items of a delayed queue",
-                    &self.name,
-                )
-                .await?;
+            let context = "moving due items of a delayed queue";
+            let reply: Vec<i64> = self.conn.script(&invocation, context, &self.name).await?;
             let received = Instant::now();
             let [moved, redelivered, next_due, next_deadline, now_us, ready, delayed, unacked, ref late @ ..] =
                 reply[..]

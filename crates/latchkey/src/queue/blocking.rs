@@ -15,10 +15,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::{
-    check_delay, check_visibility, encode, Core, ItemId, Offer, When, DEFAULT_VISIBILITY_TIMEOUT,
+    check_delay, check_visibility, encode, Core, ItemId, When, DEFAULT_VISIBILITY_TIMEOUT,
     QUEUE_ACK, QUEUE_DEAD, QUEUE_EXTEND, QUEUE_REQUEUE, QUEUE_TAKE,
 };
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::codec::{Codec, Json};
 use crate::error::Result;
 use crate::keys::check_name;
@@ -26,7 +26,7 @@ use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::scripts::Invoke;
 use crate::task::Task;
-use crate::wait::{deadline_after, unexpected, Attempt, Waiting};
+use crate::wait::{deadline_after, unbounded, unexpected, Attempt, Waiting};
 
 /// The longest a waiting consumer sleeps between two attempts. A message on the ready channel
 /// normally wakes it long before; this bounds the wait when a message is lost.
@@ -81,10 +81,10 @@ const CONSUMER_PARK: Duration = Duration::from_secs(2);
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
+/// # async fn main() -> latchkey_redis::Result<()> {
 /// use std::time::Duration;
 ///
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let queue = client
 ///     .blocking_queue::<String>("emails")
 ///     .with_visibility_timeout(Duration::from_secs(60))?;
@@ -158,7 +158,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let queue = client.blocking_queue::<String>("reminders");
     /// let next = queue.take().await?;
     /// next.ack().await?;
@@ -177,8 +177,8 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let queue = client.blocking_queue_with_codec::<u64, _>("ids", latchkey::Json);
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
+    /// let queue = client.blocking_queue_with_codec::<u64, _>("ids", latchkey_redis::Json);
     /// # Ok(())
     /// # }
     /// ```
@@ -211,7 +211,7 @@ impl BlockingQueue<()> {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::BlockingQueue::MAX_ITEM_SIZE, 1024 * 1024);
+    /// assert_eq!(latchkey_redis::BlockingQueue::MAX_ITEM_SIZE, 1024 * 1024);
     /// ```
     pub const MAX_ITEM_SIZE: usize = super::MAX_ITEM_SIZE;
 
@@ -222,7 +222,7 @@ impl BlockingQueue<()> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT, Duration::from_secs(30));
+    /// assert_eq!(latchkey_redis::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT, Duration::from_secs(30));
     /// ```
     pub const DEFAULT_VISIBILITY_TIMEOUT: Duration = DEFAULT_VISIBILITY_TIMEOUT;
 }
@@ -247,7 +247,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let queue = client
     ///     .blocking_queue::<String>("slow-jobs")
@@ -268,9 +268,9 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// let queue = client.blocking_queue::<String>("jobs");
-    /// assert_eq!(queue.visibility_timeout(), latchkey::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT);
+    /// assert_eq!(queue.visibility_timeout(), latchkey_redis::BlockingQueue::DEFAULT_VISIBILITY_TIMEOUT);
     /// # }
     /// ```
     pub fn visibility_timeout(&self) -> Duration {
@@ -298,7 +298,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// queue.put(&"now".to_owned()).await?;
     /// # Ok(())
     /// # }
@@ -306,19 +306,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     pub async fn put(&self, item: &T) -> Result<ItemId> {
         check_name(&self.core.name)?;
         let payload = encode(&*self.codec, item)?;
-        self.core.ready_to_use()?;
-        let id = self.core.new_id();
-        self.core
-            .offer(
-                When::In,
-                vec![Offer {
-                    id: id.clone(),
-                    time: 0,
-                    payload,
-                }],
-            )
-            .await?;
-        Ok(id)
+        self.core.offer_one(When::In, 0, payload).await
     }
 
     /// Takes the item at the head of the queue as a [`Delivery`], waiting as long as it takes.
@@ -344,7 +332,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// while let Ok(delivery) = queue.take().await {
     ///     println!("{} (attempt {})", delivery.item(), delivery.attempt());
     ///     delivery.ack().await?;
@@ -354,13 +342,8 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// ```
     pub async fn take(&self) -> Result<Delivery<T>> {
         let visibility = self.visibility_ms();
-        match self
-            .receive(Op::Take, None, || self.claim_once(visibility))
-            .await?
-        {
-            Some(delivery) => Ok(delivery),
-            None => unreachable!("an unbounded wait only ends with an item"),
-        }
+        let claim = || self.claim_once(visibility);
+        Ok(unbounded(self.receive(Op::Take, None, claim).await?))
     }
 
     /// Like [`BlockingQueue::take`], waiting at most `timeout`; `Ok(None)` if no item came.
@@ -378,7 +361,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if let Some(delivery) = queue.poll(Duration::from_secs(1)).await? {
     ///     delivery.ack().await?;
@@ -414,16 +397,15 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// let item: String = queue.take_at_most_once().await?;
     /// # Ok(())
     /// # }
     /// ```
     pub async fn take_at_most_once(&self) -> Result<T> {
-        match self.receive(Op::Take, None, || self.pop_once()).await? {
-            Some(item) => Ok(item),
-            None => unreachable!("an unbounded wait only ends with an item"),
-        }
+        Ok(unbounded(
+            self.receive(Op::Take, None, || self.pop_once()).await?,
+        ))
     }
 
     /// Like [`BlockingQueue::take_at_most_once`], waiting at most `timeout`; `Ok(None)` if no
@@ -441,7 +423,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// if let Some(item) = queue.poll_at_most_once(Duration::from_secs(1)).await? {
     ///     println!("{item}");
@@ -467,7 +449,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let queue = client.blocking_queue::<String>("emails").with_max_deliveries(5)?;
     /// # Ok(())
     /// # }
@@ -498,7 +480,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// for dead in queue.dead_letters(10).await? {
     ///     eprintln!("{}: {}", dead.id.as_str(), dead.reason);
     /// }
@@ -506,32 +488,24 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # }
     /// ```
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
-        check_name(&self.core.name)?;
-        let conn = &self.core.client.inner.conn;
-        let keys = &self.core.keys;
-        let (_, letters): (u64, Vec<(String, Vec<u8>)>) = conn
-            .query(
-                redis::cmd("HSCAN")
-                    .arg(&*keys.dead)
-                    .arg(0)
-                    .arg("COUNT")
-                    .arg(limit.max(1)),
-                "reading dead letters",
-                &self.core.name,
-            )
-            .await?;
+        let core = &self.core;
+        let context = "reading dead letters";
+        let mut scan = redis::cmd("HSCAN");
+        scan.arg(&*core.keys.dead)
+            .arg(0)
+            .arg("COUNT")
+            .arg(limit.max(1));
+        let (_, letters): (u64, Vec<(String, Vec<u8>)>) = core.read(&scan, context).await?;
         let letters: Vec<_> = letters.into_iter().take(limit).collect();
         if letters.is_empty() {
             return Ok(Vec::new());
         }
         let mut hmget = redis::cmd("HMGET");
-        hmget.arg(&*keys.dead_reason);
+        hmget.arg(&*core.keys.dead_reason);
         for (id, _) in &letters {
             hmget.arg(id);
         }
-        let reasons: Vec<Option<String>> = conn
-            .query(&hmget, "reading dead letters", &self.core.name)
-            .await?;
+        let reasons: Vec<Option<String>> = core.read(&hmget, context).await?;
         Ok(letters
             .into_iter()
             .zip(reasons)
@@ -550,7 +524,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         &self,
         op: Op,
         wait: Option<(Duration, Instant)>,
-        attempt: F,
+        mut attempt: F,
     ) -> Result<Option<R>>
     where
         F: FnMut() -> Fut,
@@ -558,29 +532,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     {
         let span = self.core.span(op, wait.map(|(wait, _)| wait));
         let deadline = wait.map(|(_, deadline)| deadline);
-        let received =
-            tracing::Instrument::instrument(self.receive_until(deadline, attempt), span.clone())
-                .await;
-        let outcome = match &received {
-            Ok(Some(_)) => "delivered",
-            Ok(None) => "timeout",
-            Err(_) => "error",
-        };
-        span.record("outcome", outcome);
-        received
-    }
-
-    async fn receive_until<R, F, Fut>(
-        &self,
-        deadline: Option<Instant>,
-        mut attempt: F,
-    ) -> Result<Option<R>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<Found<R>>>,
-    {
-        self.core.ready_to_use()?;
-        Waiting {
+        let waiting = Waiting {
             max_park: CONSUMER_PARK,
             pass_on_unused_wake: true,
             ..Waiting::new(
@@ -588,19 +540,31 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
                 &self.core.keys.ready_channel,
                 WakePolicy::Count,
             )
-        }
-        .run(deadline, |_| {
-            let found = attempt();
-            async move {
-                Ok(match found.await? {
-                    Found::Item(found) => Attempt::Granted(found),
-                    Found::Empty => Attempt::retry_after_ms(-1),
-                    // Another item may be ready behind it: look again at once.
-                    Found::DeadLettered => Attempt::retry_after_ms(0),
+        };
+        let receiving = async {
+            self.core.ready_to_use()?;
+            waiting
+                .run(deadline, |_| {
+                    let found = attempt();
+                    async move {
+                        Ok(match found.await? {
+                            Found::Item(found) => Attempt::Granted(found),
+                            Found::Empty => Attempt::retry_after_ms(-1),
+                            // Another item may be ready behind it: look again at once.
+                            Found::DeadLettered => Attempt::retry_after_ms(0),
+                        })
+                    }
                 })
-            }
-        })
-        .await
+                .await
+        };
+        let received = tracing::Instrument::instrument(receiving, span.clone()).await;
+        let outcome = match &received {
+            Ok(Some(_)) => "delivered",
+            Ok(None) => "timeout",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        received
     }
 
     /// One `pop`, run detached: if the caller is gone when the item arrives, dropping the
@@ -708,7 +672,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// println!("{} ready", queue.len().await?);
     /// # Ok(())
     /// # }
@@ -732,7 +696,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// assert!(queue.is_empty().await?);
     /// # Ok(())
     /// # }
@@ -754,7 +718,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// println!("{} in flight", queue.in_flight().await?);
     /// # Ok(())
     /// # }
@@ -782,7 +746,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// if queue.dead_letter_len().await? > 0 {
     ///     eprintln!("some items could not be decoded");
     /// }
@@ -813,12 +777,7 @@ async fn take_script<const N: usize>(
             .key(&*keys.due)
             .arg(mode)
             .arg(visibility_ms);
-        let reply: Value = core
-            .client
-            .inner
-            .conn
-            .script(&invocation, "taking from a queue", &core.name)
-            .await?;
+        let reply: Value = core.script(&invocation, "taking from a queue").await?;
         match reply {
             Value::Nil => return Ok(None),
             // Only leftover ids of finished items were skipped: look again.
@@ -851,12 +810,7 @@ async fn dead_letter(core: &Core, id: &ItemId, payload: &[u8], reason: &str) -> 
         .arg(id.as_str())
         .arg(payload)
         .arg(reason);
-    let _: i64 = core
-        .client
-        .inner
-        .conn
-        .script(&invocation, "dead-lettering an item", &core.name)
-        .await?;
+    let _: i64 = core.script(&invocation, "dead-lettering an item").await?;
     core.site().count(metrics::QUEUE_DEAD_LETTERED, &[], 1);
     tracing::warn!(queue = %core.name, item = %id, reason, "latchkey queue item moved to the dead letters");
     Ok(())
@@ -893,29 +847,18 @@ impl<T> Drop for Popped<T> {
             return;
         };
         runtime.spawn(async move {
-            let keys = &core.keys;
             let mut invocation = QUEUE_REQUEUE.invocation();
+            for key in core.requeue_keys() {
+                invocation.key(&*key);
+            }
             invocation
-                .key(&*keys.ready)
-                .key(&*keys.items)
-                .key(&*keys.unacked)
-                .key(&*keys.attempts)
-                .key(&*keys.delayed)
-                .key(&*keys.ready_channel)
-                .key(&*keys.delay_channel)
-                .key(&*keys.due)
                 .arg("popped")
                 .arg(id.as_str())
                 .arg(&payload[..])
                 .arg(0)
                 .arg(core.client.inner.conn.publish_command())
                 .arg(due_ms);
-            let result: Result<i64> = core
-                .client
-                .inner
-                .conn
-                .script(&invocation, "putting back an item", &core.name)
-                .await;
+            let result: Result<i64> = core.script(&invocation, "putting back an item").await;
             if let Err(e) = result {
                 tracing::error!(queue = %core.name, item = %id, error = %e.chain(), "latchkey could not put back an item taken for a caller that went away");
             }
@@ -932,8 +875,8 @@ impl<T> Drop for Popped<T> {
 /// # Examples
 ///
 /// ```no_run
-/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-/// use latchkey::Ack;
+/// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
+/// use latchkey_redis::Ack;
 ///
 /// let delivery = queue.take().await?;
 /// match delivery.ack().await? {
@@ -960,8 +903,8 @@ impl Ack {
     /// # Examples
     ///
     /// ```
-    /// assert!(latchkey::Ack::Acked.is_acked());
-    /// assert!(!latchkey::Ack::AlreadyFinished.is_acked());
+    /// assert!(latchkey_redis::Ack::Acked.is_acked());
+    /// assert!(!latchkey_redis::Ack::AlreadyFinished.is_acked());
     /// ```
     pub fn is_acked(self) -> bool {
         self == Ack::Acked
@@ -973,8 +916,8 @@ impl Ack {
 /// # Examples
 ///
 /// ```no_run
-/// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-/// use latchkey::Nack;
+/// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
+/// use latchkey_redis::Nack;
 ///
 /// let delivery = queue.take().await?;
 /// if delivery.nack().await? == Nack::NotOwned {
@@ -999,8 +942,8 @@ impl Nack {
     /// # Examples
     ///
     /// ```
-    /// assert!(latchkey::Nack::Released.is_released());
-    /// assert!(!latchkey::Nack::NotOwned.is_released());
+    /// assert!(latchkey_redis::Nack::Released.is_released());
+    /// assert!(!latchkey_redis::Nack::NotOwned.is_released());
     /// ```
     pub fn is_released(self) -> bool {
         self == Nack::Released
@@ -1081,7 +1024,7 @@ impl<T> Delivery<T> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::SystemTime;
     ///
     /// let delivery = queue.take().await?;
@@ -1099,19 +1042,9 @@ impl<T> Delivery<T> {
 
     /// The requeue task for this delivery.
     fn requeue_task(&self, delay_us: u64) -> Task {
-        let keys = &self.core.keys;
         Task::new(
             &QUEUE_REQUEUE,
-            vec![
-                keys.ready.clone(),
-                keys.items.clone(),
-                keys.unacked.clone(),
-                keys.attempts.clone(),
-                keys.delayed.clone(),
-                keys.ready_channel.clone(),
-                keys.delay_channel.clone(),
-                keys.due.clone(),
-            ],
+            self.core.requeue_keys(),
             vec![
                 "claimed".to_owned(),
                 self.id.to_string(),
@@ -1146,8 +1079,8 @@ impl<T> Delivery<T> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
-    /// use latchkey::Ack;
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
+    /// use latchkey_redis::Ack;
     ///
     /// let delivery = queue.take().await?;
     /// // … process it …
@@ -1172,25 +1105,15 @@ impl<T> Delivery<T> {
                     .key(&*keys.attempts)
                     .key(&*keys.due)
                     .arg(id.as_str());
-                let finished: i64 = core
-                    .client
-                    .inner
-                    .conn
-                    .script(&invocation, "acknowledging a delivery", &core.name)
-                    .await?;
-                let outcome = if finished == 1 {
-                    "finished"
-                } else {
-                    "already_finished"
+                let finished: i64 = core.script(&invocation, "acknowledging a delivery").await?;
+                let (ack, outcome) = match finished {
+                    1 => (Ack::Acked, "finished"),
+                    _ => (Ack::AlreadyFinished, "already_finished"),
                 };
                 core.site()
                     .count(metrics::QUEUE_ACKED, &[("outcome", outcome)], 1);
                 metrics::record_outcome(outcome);
-                Ok(if finished == 1 {
-                    Ack::Acked
-                } else {
-                    Ack::AlreadyFinished
-                })
+                Ok(ack)
             },
             span.clone(),
         )))
@@ -1219,7 +1142,7 @@ impl<T> Delivery<T> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// let delivery = queue.take().await?;
     /// let _ = delivery.nack().await?; // not now; whether it was still ours does not matter
     /// # Ok(())
@@ -1247,7 +1170,7 @@ impl<T> Delivery<T> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let delivery = queue.take().await?;
     /// let backoff = Duration::from_secs(1 << delivery.attempt().min(10));
@@ -1306,7 +1229,7 @@ impl<T> Delivery<T> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::BlockingQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::BlockingQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let delivery = queue.take().await?;
     /// assert!(delivery.extend(Duration::from_secs(120)).await?);
@@ -1326,10 +1249,7 @@ impl<T> Delivery<T> {
             .arg(timeout_ms);
         let extended: i64 = self
             .core
-            .client
-            .inner
-            .conn
-            .script(&invocation, "extending a delivery", &self.core.name)
+            .script(&invocation, "extending a delivery")
             .await?;
         Ok(extended == 1)
     }

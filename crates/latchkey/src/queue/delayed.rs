@@ -11,10 +11,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{
-    check_delay, check_due, delay_from_secs_f64, encode, Core, ItemId, Offer, When, DELAY_PENDING,
+    check_delay, check_due, delay_from_secs_f64, encode, Core, ItemId, When, DELAY_PENDING,
     DELAY_REMOVE,
 };
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::codec::{Codec, Json};
 use crate::error::Result;
 use crate::keys::check_name;
@@ -77,7 +77,7 @@ use crate::wait::unexpected;
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
+/// # async fn main() -> latchkey_redis::Result<()> {
 /// use std::time::Duration;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
@@ -85,7 +85,7 @@ use crate::wait::unexpected;
 ///     order: u64,
 /// }
 ///
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let delayed = client.delayed_queue::<CloseOrder>("orders-to-close");
 /// delayed.offer(&CloseOrder { order: 1001 }, Duration::from_secs(30 * 60)).await?;
 ///
@@ -142,7 +142,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     ///
     /// let queue = client.delayed_queue::<String>("reminders");
@@ -162,8 +162,8 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let queue = client.delayed_queue_with_codec::<u64, _>("ids", latchkey::Json);
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
+    /// let queue = client.delayed_queue_with_codec::<u64, _>("ids", latchkey_redis::Json);
     /// # Ok(())
     /// # }
     /// ```
@@ -194,7 +194,7 @@ impl DelayedQueue<()> {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(latchkey::DelayedQueue::MAX_ITEM_SIZE, 1024 * 1024);
+    /// assert_eq!(latchkey_redis::DelayedQueue::MAX_ITEM_SIZE, 1024 * 1024);
     /// ```
     pub const MAX_ITEM_SIZE: usize = super::MAX_ITEM_SIZE;
 
@@ -206,7 +206,7 @@ impl DelayedQueue<()> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(latchkey::DelayedQueue::MAX_DELAY, Duration::from_secs(3650 * 24 * 3600));
+    /// assert_eq!(latchkey_redis::DelayedQueue::MAX_DELAY, Duration::from_secs(3650 * 24 * 3600));
     /// ```
     pub const MAX_DELAY: Duration = super::MAX_DELAY;
 }
@@ -238,7 +238,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let id = queue.offer(&"ping".to_owned(), Duration::from_millis(1500)).await?;
     /// # Ok(())
@@ -248,7 +248,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
         check_name(&self.core.name)?;
         let time = check_delay(delay)?;
         let payload = encode(&*self.codec, item)?;
-        self.send(When::In, time, payload).await
+        self.core.offer_one(When::In, time, payload).await
     }
 
     /// Queues `item` to become ready at `when`, compared with the Redis server's clock. A time in
@@ -266,7 +266,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::{Duration, SystemTime};
     /// let at = SystemTime::now() + Duration::from_secs(60);
     /// queue.offer_at(&"in a minute".to_owned(), at).await?;
@@ -277,7 +277,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
         check_name(&self.core.name)?;
         let time = check_due(when)?;
         let payload = encode(&*self.codec, item)?;
-        self.send(When::At, time, payload).await
+        self.core.offer_one(When::At, time, payload).await
     }
 
     /// Like [`DelayedQueue::offer`], with the delay in seconds as a float, for delays that come
@@ -296,7 +296,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// queue.offer_after_secs(&"soon".to_owned(), 2.5).await?;
     /// assert!(queue.offer_after_secs(&"never".to_owned(), f64::NAN).await.unwrap_err().is_invalid_argument());
     /// # Ok(())
@@ -327,7 +327,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<u32>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<u32>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let ids = queue
     ///     .offer_all((0..100).map(|n| (n, Duration::from_millis(10 * n as u64))))
@@ -344,36 +344,9 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
         check_name(&self.core.name)?;
         let mut offers = Vec::new();
         for (item, delay) in items {
-            let time = check_delay(delay)?;
-            let payload = encode(&*self.codec, item.borrow())?;
-            offers.push(Offer {
-                id: self.core.new_id(),
-                time,
-                payload,
-            });
+            offers.push((check_delay(delay)?, encode(&*self.codec, item.borrow())?));
         }
-        let ids = offers.iter().map(|o| o.id.clone()).collect();
-        if !offers.is_empty() {
-            self.core.ready_to_use()?;
-            self.core.offer(When::In, offers).await?;
-        }
-        Ok(ids)
-    }
-
-    async fn send(&self, when: When, time: u64, payload: Vec<u8>) -> Result<ItemId> {
-        self.core.ready_to_use()?;
-        let id = self.core.new_id();
-        self.core
-            .offer(
-                when,
-                vec![Offer {
-                    id: id.clone(),
-                    time,
-                    payload,
-                }],
-            )
-            .await?;
-        Ok(id)
+        self.core.offer(When::In, offers).await
     }
 
     /// Cancels an item that is still waiting for its due time. Returns `true` if it was
@@ -392,7 +365,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// use std::time::Duration;
     /// let id = queue.offer(&"maybe".to_owned(), Duration::from_secs(600)).await?;
     /// assert!(queue.remove(&id).await?);
@@ -413,10 +386,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
                 .key(&*core.keys.due)
                 .arg(id.as_str());
             let removed: i64 = core
-                .client
-                .inner
-                .conn
-                .script(&invocation, "removing from a delayed queue", &core.name)
+                .script(&invocation, "removing from a delayed queue")
                 .await?;
             Ok(removed == 1)
         }))
@@ -436,7 +406,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// println!("{} items waiting", queue.len().await?);
     /// # Ok(())
     /// # }
@@ -460,7 +430,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// if queue.is_empty().await? {
     ///     println!("nothing scheduled");
     /// }
@@ -486,7 +456,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+    /// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
     /// for pending in queue.pending(10).await? {
     ///     println!("{} at {:?}: {}", pending.id, pending.due, pending.item);
     /// }
@@ -502,10 +472,7 @@ impl<T, C: Codec<T>> DelayedQueue<T, C> {
             .arg(limit.min(u32::MAX as usize));
         let reply: Vec<redis::Value> = self
             .core
-            .client
-            .inner
-            .conn
-            .script(&invocation, "listing a delayed queue", &self.core.name)
+            .script(&invocation, "listing a delayed queue")
             .await?;
         let mut pending = Vec::with_capacity(reply.len() / 3);
         for triple in reply.chunks(3) {

@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::client::{Client, Object};
+use crate::error::{check_range, Error, Result, MS};
 use crate::keys::check_name;
 pub(crate) use crate::keys::QueueKeys as Keys;
 use crate::metrics::{self, Op, Site};
@@ -74,7 +74,7 @@ pub(crate) use crate::scripts::{
 /// # Examples
 ///
 /// ```no_run
-/// # async fn f(queue: latchkey::DelayedQueue<String>) -> latchkey::Result<()> {
+/// # async fn f(queue: latchkey_redis::DelayedQueue<String>) -> latchkey_redis::Result<()> {
 /// use std::time::Duration;
 ///
 /// let id = queue.offer(&"remind me".to_owned(), Duration::from_secs(60)).await?;
@@ -124,11 +124,13 @@ pub(crate) struct Core {
     agent: OnceLock<Arc<agent::Shared>>,
 }
 
-impl fmt::Debug for Core {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Core")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+impl Object for Core {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -194,10 +196,28 @@ impl Core {
         ItemId(format!("{n:016x}{}", self.id_tag))
     }
 
-    /// Sends offers in batches of at most [`OFFER_BATCH`] items and [`OFFER_BATCH_BYTES`]
-    /// bytes, one script call each, in order. Runs detached: once polled, every batch is sent
-    /// even if the caller goes away (the rest finishes in a task of its own).
-    pub(crate) async fn offer(self: &Arc<Core>, when: When, offers: Vec<Offer>) -> Result<()> {
+    /// Offers `items` (time, payload) under new ids, which it returns: in batches of at most
+    /// [`OFFER_BATCH`] items and [`OFFER_BATCH_BYTES`] bytes, one script call each, in order.
+    /// Runs detached: once polled, every batch is sent even if the caller goes away (the rest
+    /// finishes in a task of its own). No items: nothing is sent.
+    pub(crate) async fn offer(
+        self: &Arc<Core>,
+        when: When,
+        items: Vec<(u64, Vec<u8>)>,
+    ) -> Result<Vec<ItemId>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ready_to_use()?;
+        let offers: Vec<Offer> = items
+            .into_iter()
+            .map(|(time, payload)| Offer {
+                id: self.new_id(),
+                time,
+                payload,
+            })
+            .collect();
+        let ids = offers.iter().map(|o| o.id.clone()).collect();
         let core = self.clone();
         let span = self.span(Op::Offer, None);
         let sent = crate::task::detached(Box::pin(tracing::Instrument::instrument(
@@ -222,7 +242,7 @@ impl Core {
         )))
         .await?;
         span.record("outcome", if sent.is_ok() { "offered" } else { "error" });
-        sent
+        sent.map(|()| ids)
     }
 
     async fn offer_batch(&self, when: When, batch: &[Offer]) -> Result<()> {
@@ -247,10 +267,7 @@ impl Core {
         }
         invocation.arg(self.client.inner.conn.publish_command());
         let _: Vec<i64> = self
-            .client
-            .inner
-            .conn
-            .script(&invocation, "offering to a delayed queue", &self.name)
+            .script(&invocation, "offering to a delayed queue")
             .await?;
         self.site()
             .count(metrics::QUEUE_OFFERED, &[], batch.len() as u64);
@@ -259,12 +276,25 @@ impl Core {
 
     /// One plain read command on the connection.
     pub(crate) async fn count(&self, cmd: &str, key: &str, context: &'static str) -> Result<u64> {
-        check_name(&self.name)?;
-        self.client
-            .inner
-            .conn
-            .query(redis::cmd(cmd).arg(key), context, &self.name)
-            .await
+        self.read(redis::cmd(cmd).arg(key), context).await
+    }
+
+    /// Offers one item (see [`Core::offer`]) and returns its id.
+    pub(crate) async fn offer_one(
+        self: &Arc<Core>,
+        when: When,
+        time: u64,
+        payload: Vec<u8>,
+    ) -> Result<ItemId> {
+        Ok(self.offer(when, vec![(time, payload)]).await?.remove(0))
+    }
+
+    /// KEYS of the requeue script (`scripts/queue_requeue.lua`).
+    pub(crate) fn requeue_keys(&self) -> Vec<Arc<str>> {
+        let k = &self.keys;
+        let first = [&k.ready, &k.items, &k.unacked, &k.attempts, &k.delayed];
+        let rest = [&k.ready_channel, &k.delay_channel, &k.due];
+        first.into_iter().chain(rest).cloned().collect()
     }
 }
 
@@ -338,75 +368,11 @@ pub(crate) fn check_due(when: SystemTime) -> Result<u64> {
 
 /// Checks a visibility timeout and returns it in milliseconds.
 pub(crate) fn check_visibility(timeout: Duration) -> Result<u64> {
-    if timeout < Duration::from_millis(1) || timeout > MAX_LEASE {
-        return Err(Error::invalid(
-            "visibility timeout",
-            format!(
-                "{timeout:?} is out of range; use at least 1 ms and at most {:?}",
-                MAX_LEASE
-            ),
-        ));
-    }
+    let hint = format!("use at least 1 ms and at most {MAX_LEASE:?}");
+    check_range("visibility timeout", timeout, MS..=MAX_LEASE, &hint)?;
     Ok(timeout.as_millis() as u64)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn delays_and_due_times_are_checked() {
-        assert_eq!(check_delay(Duration::from_micros(1500)).unwrap(), 1500);
-        assert_eq!(
-            check_delay(MAX_DELAY).unwrap(),
-            MAX_DELAY.as_micros() as u64
-        );
-        assert!(check_delay(MAX_DELAY + Duration::from_nanos(1))
-            .unwrap_err()
-            .is_invalid_argument());
-        for bad in [
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            -1.0,
-            -1e-9,
-            1e300,
-        ] {
-            assert!(
-                delay_from_secs_f64(bad).unwrap_err().is_invalid_argument(),
-                "{bad}"
-            );
-        }
-        assert_eq!(delay_from_secs_f64(-0.0).unwrap(), Duration::ZERO);
-        assert_eq!(
-            delay_from_secs_f64(1.5).unwrap(),
-            Duration::from_millis(1500)
-        );
-        // Due times round up to the next millisecond.
-        assert_eq!(
-            check_due(UNIX_EPOCH + Duration::from_micros(1001)).unwrap(),
-            2
-        );
-        assert_eq!(check_due(UNIX_EPOCH + Duration::from_millis(7)).unwrap(), 7);
-        assert!(check_due(UNIX_EPOCH - Duration::from_secs(1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_due(SystemTime::now() + MAX_DELAY * 2)
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_visibility(Duration::ZERO)
-            .unwrap_err()
-            .is_invalid_argument());
-        assert_eq!(check_visibility(Duration::from_secs(2)).unwrap(), 2000);
-    }
-
-    #[test]
-    fn payloads_over_the_cap_are_rejected() {
-        let ok = "a".repeat(MAX_ITEM_SIZE - 2);
-        assert_eq!(encode(&crate::Json, &ok).unwrap().len(), MAX_ITEM_SIZE);
-        let big = "a".repeat(MAX_ITEM_SIZE - 1);
-        assert!(encode(&crate::Json, &big)
-            .unwrap_err()
-            .is_invalid_argument());
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;

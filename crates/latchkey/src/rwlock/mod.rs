@@ -9,26 +9,23 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Client, Object};
 use crate::error::Result;
 use crate::guard::{attempt_hold, lock_methods, Claim, Holds};
 use crate::keys::{check_name, named_debug, RwLockKeys};
-use crate::metrics::Site;
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
-use crate::scripts::Invoke;
-use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::task::{detached_try, Task};
-use crate::wait::{unexpected, Attempt, Waiting};
-use crate::watchdog::{Lease, Renewal, COUNTER_IDLE};
-
-pub use read_guard::ReadGuard;
-pub use write_guard::WriteGuard;
-
+use crate::scripts::{Invoke, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::scripts::{
     RW_FORCE_UNLOCK, RW_LEAVE, RW_READ_ACQUIRE, RW_READ_RELEASE, RW_RENEW, RW_WRITE_ACQUIRE,
     RW_WRITE_RELEASE,
 };
+use crate::task::{detached_try, LeaveOnDrop, Place, Task};
+use crate::wait::{unexpected, Attempt};
+use crate::watchdog::{Lease, Renewal, COUNTER_IDLE};
+
+pub use read_guard::ReadGuard;
+pub use write_guard::WriteGuard;
 
 /// A distributed read-write lock: any number of readers, or one writer, kept in Redis in
 /// Redisson's `RReadWriteLock` layout.
@@ -79,8 +76,8 @@ use crate::scripts::{
 ///
 /// ```no_run
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> latchkey::Result<()> {
-/// let client = latchkey::Client::connect("redis://127.0.0.1:6379").await?;
+/// # async fn main() -> latchkey_redis::Result<()> {
+/// let client = latchkey_redis::Client::connect("redis://127.0.0.1:6379").await?;
 /// let config = client.rw_lock("config");
 ///
 /// let read = config.read().lock().await?; // shared with other readers
@@ -113,7 +110,7 @@ impl Client {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let config = client.rw_lock("config");
     /// let guard = config.read().lock().await?;
     /// guard.unlock().await?;
@@ -129,7 +126,7 @@ impl Client {
 /// by it.
 struct WriteAttempt {
     attempt: Attempt<WriteGuard>,
-    mark: Option<PendingMark>,
+    mark: Option<LeaveOnDrop>,
 }
 
 impl RwLock {
@@ -148,7 +145,7 @@ impl RwLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(client: latchkey::Client) {
+    /// # fn f(client: latchkey_redis::Client) {
     /// assert_eq!(client.rw_lock("config").name(), "config");
     /// # }
     /// ```
@@ -179,7 +176,7 @@ impl RwLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// # async fn f(config: latchkey_redis::RwLock) -> latchkey_redis::Result<()> {
     /// if config.is_locked().await? {
     ///     println!("somebody reads or writes {}", config.name());
     /// }
@@ -205,7 +202,7 @@ impl RwLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// # async fn f(config: latchkey_redis::RwLock) -> latchkey_redis::Result<()> {
     /// let existed = config.force_unlock().await?;
     /// # Ok(())
     /// # }
@@ -214,29 +211,15 @@ impl RwLock {
     pub async fn force_unlock(&self) -> Result<bool> {
         check_name(&self.inner.name)?;
         let inner = &self.inner;
-        let client = &inner.client.inner;
         let mut invocation = RW_FORCE_UNLOCK.invocation();
         invocation
             .key(&*inner.keys.hash)
             .key(&*inner.keys.channel)
             .key(&*inner.keys.lease_prefix)
             .arg(READ_UNLOCK_MESSAGE)
-            .arg(client.conn.publish_command());
-        let deleted: i64 = client
-            .conn
-            .script(&invocation, "force-unlocking", &inner.name)
-            .await?;
+            .arg(inner.client.inner.conn.publish_command());
+        let deleted: i64 = self.read().script(&invocation, "force-unlocking").await?;
         Ok(deleted == 1)
-    }
-
-    /// The wait of an acquire of `side` on this lock's channel, metered as `primitive`.
-    fn waiting(&self, primitive: &'static str) -> Waiting<'_> {
-        Waiting::new(
-            &self.inner.client.inner.hub,
-            &self.inner.keys.channel,
-            WakePolicy::All,
-        )
-        .metered(Site::new(&self.inner.client, primitive, &self.inner.name))
     }
 
     /// The script call that clears the pending-writer mark of `field`.
@@ -307,7 +290,7 @@ lock_methods! {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// # async fn f(config: latchkey_redis::RwLock) -> latchkey_redis::Result<()> {
     /// let guard = config.read().lock().await?;
     /// // … read …
     /// guard.unlock().await?;
@@ -334,7 +317,7 @@ impl ReadLock {
     async fn acquire(&self, lease: Lease, deadline: Option<Instant>) -> Result<Option<ReadGuard>> {
         check_name(self.name())?;
         let claim = Claim::new(self);
-        let waiting = self.rw.waiting("read_lock");
+        let waiting = self.waiting(&self.rw.inner.keys.channel, WakePolicy::All, "read_lock");
         Box::pin(waiting.run(deadline, |_turn| {
             let claim = claim.clone();
             detached_try(Box::pin(async move { read_attempt(claim, lease).await }))
@@ -420,7 +403,7 @@ lock_methods! {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// # async fn f(config: latchkey_redis::RwLock) -> latchkey_redis::Result<()> {
     /// let guard = config.write().lock().await?;
     /// // … write …
     /// guard.unlock().await?;
@@ -450,31 +433,20 @@ impl WriteLock {
         let claim = Claim::new(self);
         // A writer's pending mark: dropped without being disarmed (give-up, error,
         // cancellation), it clears the mark.
-        let mark = std::sync::Mutex::new(None::<PendingMark>);
-        let waiting = self.rw.waiting("write_lock");
+        let place = Place::default();
+        let waiting = self.waiting(&self.rw.inner.keys.channel, WakePolicy::All, "write_lock");
         let granted = Box::pin(waiting.run(deadline, |turn| {
-            let (claim, mark) = (claim.clone(), &mark);
+            let (claim, place) = (claim.clone(), &place);
             async move {
-                let WriteAttempt {
-                    attempt,
-                    mark: marked,
-                } = detached_try(Box::pin(write_attempt(claim, lease, turn.park))).await?;
-                if let Some(marked) = marked {
-                    // One owner, one mark: the one this acquire holds already is the same.
-                    let mut slot = mark.lock().unwrap_or_else(|e| e.into_inner());
-                    match &*slot {
-                        Some(_) => marked.disarm(),
-                        None => *slot = Some(marked),
-                    }
-                }
+                let WriteAttempt { attempt, mark } =
+                    detached_try(Box::pin(write_attempt(claim, lease, turn.park))).await?;
+                place.keep_first(mark);
                 Ok(attempt)
             }
         }))
         .await?;
         if granted.is_some() {
-            if let Some(mark) = mark.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                mark.disarm();
-            }
+            place.disarm();
         }
         Ok(granted)
     }
@@ -492,7 +464,7 @@ impl WriteLock {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// # async fn f(config: latchkey_redis::RwLock) -> latchkey_redis::Result<()> {
     /// if config.write().is_locked().await? {
     ///     println!("somebody writes");
     /// }
@@ -551,11 +523,9 @@ async fn write_attempt(
         |core| WriteGuard { core },
         |reply| match reply {
             [0, retry_after] => {
-                mark = (!park.is_zero()).then(|| PendingMark {
-                    rw: write.rw.clone(),
-                    field: claim.field().clone(),
-                    armed: true,
-                });
+                let leave = || write.rw.leave_task(claim.field());
+                mark = (!park.is_zero())
+                    .then(|| LeaveOnDrop::new(&write.rw.inner.client.inner.background, leave()));
                 Ok(Attempt::retry_after_ms(*retry_after))
             }
             other => Err(unexpected("the read-write lock script", other)),
@@ -565,18 +535,10 @@ async fn write_attempt(
     Ok(WriteAttempt { attempt, mark })
 }
 
+crate::client::object!(ReadLock, rw.inner);
+
 impl Holds for ReadLock {
-    fn client(&self) -> &Client {
-        &self.rw.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.rw.inner.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "rw_read"
-    }
+    const KIND: &'static str = "rw_read";
 
     fn key(&self) -> &Arc<str> {
         &self.rw.inner.keys.hash
@@ -587,7 +549,7 @@ impl Holds for ReadLock {
             key: self.key().clone(),
             read_prefix: self.rw.inner.keys.read_prefix(field),
             field: field.clone(),
-            kind: RenewKind::Read,
+            kind: "r",
         })
     }
 
@@ -611,18 +573,10 @@ impl Holds for ReadLock {
     }
 }
 
+crate::client::object!(WriteLock, rw.inner);
+
 impl Holds for WriteLock {
-    fn client(&self) -> &Client {
-        &self.rw.inner.client
-    }
-
-    fn name(&self) -> &str {
-        &self.rw.inner.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "rw_write"
-    }
+    const KIND: &'static str = "rw_write";
 
     fn key(&self) -> &Arc<str> {
         &self.rw.inner.keys.hash
@@ -638,7 +592,7 @@ impl Holds for WriteLock {
             // Unused for a write hold; the renew script takes a pair of keys per hold.
             read_prefix: self.key().clone(),
             field: field.clone(),
-            kind: RenewKind::Write,
+            kind: "w",
         })
     }
 
@@ -661,37 +615,6 @@ impl Holds for WriteLock {
     }
 }
 
-/// A waiting writer's pending mark, as far as this process knows. Dropping it (rather than
-/// [`PendingMark::disarm`]ing it after a grant) clears the mark in Redis through the background
-/// task.
-struct PendingMark {
-    rw: RwLock,
-    field: Arc<str>,
-    armed: bool,
-}
-
-impl PendingMark {
-    /// The lock was granted: the acquire script removed the mark already.
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for PendingMark {
-    fn drop(&mut self) {
-        if self.armed {
-            let client = &self.rw.inner.client.inner;
-            let _ = client.background.send(self.rw.leave_task(&self.field));
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum RenewKind {
-    Read,
-    Write,
-}
-
 /// The renewal of a read or a write hold (`scripts/rw_renew.lua`): both kinds share the script,
 /// so they are renewed in the same batches.
 #[derive(Debug)]
@@ -699,7 +622,8 @@ struct RwRenewal {
     key: Arc<str>,
     read_prefix: Arc<str>,
     field: Arc<str>,
-    kind: RenewKind,
+    /// `"r"` for a read hold, `"w"` for a write hold.
+    kind: &'static str,
 }
 
 impl Renewal for RwRenewal {
@@ -710,14 +634,7 @@ impl Renewal for RwRenewal {
         vec![self.key.clone(), self.read_prefix.clone()]
     }
     fn args(&self, lease_ms: u64) -> Vec<String> {
-        let kind = match self.kind {
-            RenewKind::Read => "r",
-            RenewKind::Write => "w",
-        };
-        vec![
-            self.field.to_string(),
-            lease_ms.to_string(),
-            kind.to_owned(),
-        ]
+        let kind = self.kind.to_owned();
+        vec![self.field.to_string(), lease_ms.to_string(), kind]
     }
 }

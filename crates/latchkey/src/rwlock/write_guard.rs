@@ -52,7 +52,7 @@ impl WriteGuard {
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn f(client: latchkey::Client) -> latchkey::Result<()> {
+    /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// let config = client.rw_lock("config");
     /// let write = config.write().lock().await?;
     /// // … write the new configuration …

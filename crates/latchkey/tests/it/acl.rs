@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use latchkey::{Client, Error, MultiLock, Refused, ReplicaSync};
+use latchkey_redis::{Client, Error, MultiLock, Refused, ReplicaSync};
 use latchkey_test_support::{RedisCluster, RedisServer, SentinelGroup};
 use redis::aio::MultiplexedConnection;
 
@@ -89,7 +89,7 @@ async fn snapshot(admin: &mut Option<MultiplexedConnection>) -> Vec<(String, Str
     let Some(conn) = admin.as_mut() else {
         return Vec::new();
     };
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+    let mut keys = crate::helpers::data_keys(conn).await;
     keys.sort();
     let mut all = Vec::new();
     for key in keys {
@@ -163,7 +163,7 @@ macro_rules! step {
 
 /// The clients of these tests: every setting an ACL'd deployment would use (replica sync
 /// `Auto` runs `WAIT`/`ROLE` under the ACL too), no test-suite shortcut.
-fn acl_builder(url: &str) -> latchkey::ClientBuilder {
+fn acl_builder(url: &str) -> latchkey_redis::ClientBuilder {
     Client::builder(url)
         .watchdog_timeout(Duration::from_millis(1500))
         .connect_timeout(Duration::from_secs(5))

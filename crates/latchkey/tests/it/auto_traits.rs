@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use latchkey::{Client, FencingToken, Guard, Lost, MultiLock, RedLock};
+use latchkey_redis::{Client, FencingToken, Guard, Lost, MultiLock, RedLock};
 use latchkey_test_support::RedisServer;
 
 use crate::helpers::client;

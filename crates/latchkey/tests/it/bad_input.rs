@@ -1,5 +1,5 @@
 //! The bad-input catalogue: one test per entry, each expecting a typed error (one of the
-//! [`latchkey::Error`] predicates) and nothing changed in Redis (the whole keyspace, compared
+//! [`latchkey_redis::Error`] predicates) and nothing changed in Redis (the whole keyspace, compared
 //! key by key with `DUMP`, is the same before and after).
 //!
 //! Entries that cannot be written because the type system rules them out are noted where they
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use latchkey::{
+use latchkey_redis::{
     BlockingQueue, Client, Error, FairLock, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN,
 };
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
@@ -24,7 +24,7 @@ use crate::helpers::{client, cluster_url, eventually};
 type Keyspace = BTreeMap<String, (String, Option<Vec<u8>>)>;
 
 async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(conn).await;
     let mut out = BTreeMap::new();
     for key in keys {
         let kind: String = redis::cmd("TYPE")
@@ -46,7 +46,7 @@ async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
 /// is the same afterwards.
 async fn refused<T: std::fmt::Debug>(
     conn: &mut MultiplexedConnection,
-    op: impl std::future::Future<Output = latchkey::Result<T>>,
+    op: impl std::future::Future<Output = latchkey_redis::Result<T>>,
     expected: impl Fn(&Error) -> bool,
 ) -> Error {
     let before = keyspace(conn).await;
@@ -186,7 +186,7 @@ async fn braces_and_colons_are_legal_and_every_name_is_its_own_lock() {
             .unwrap_or_else(|| panic!("`{name}` is free: no other name uses its key"));
         guards.push(guard);
     }
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert_eq!(
         keys.len(),
         2 * names.len(),
@@ -214,7 +214,7 @@ async fn braces_and_colons_are_legal_and_every_name_is_its_own_lock() {
     for guard in guards {
         guard.unlock().await.unwrap();
     }
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert_eq!(
         keys.len(),
         names.len(),
@@ -263,7 +263,7 @@ async fn a_name_that_is_one_whole_hash_tag_is_refused() {
     // Text outside the braces makes it a different object with keys of its own.
     let tagged = a.lock("{a}:1").lock().await.unwrap();
     assert_ne!(tagged.fencing_token(), 0);
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     plain.unlock().await.unwrap();
     tagged.unlock().await.unwrap();
     assert_eq!(
@@ -445,7 +445,7 @@ async fn watchdog_timeout_too_short_to_renew() {
     for (builder, what) in [
         (
             Client::builder(server.url())
-                .watchdog_timeout(latchkey::Client::MIN_WATCHDOG_TIMEOUT / 2),
+                .watchdog_timeout(latchkey_redis::Client::MIN_WATCHDOG_TIMEOUT / 2),
             "watchdog",
         ),
         (
@@ -927,7 +927,7 @@ async fn warm_up(a: &Client, name: &str) {
     a.lock(name).lock().await.unwrap().unlock().await.unwrap();
 }
 
-async fn stalled_acquire(server: &RedisServer, lock: &latchkey::Lock) -> Error {
+async fn stalled_acquire(server: &RedisServer, lock: &latchkey_redis::Lock) -> Error {
     server.pause_process();
     // Without wait time left: a waiter with time left would wait through the stall.
     let err = lock.try_lock(Duration::ZERO).await.unwrap_err();
@@ -1025,7 +1025,10 @@ async fn client_via(proxy: &FaultProxy) -> Client {
 
 /// Runs `unlock` into a black hole and drops the connections, so that the release never
 /// reaches Redis; the unlock must report a connection error.
-async fn lose_the_unlock(proxy: &FaultProxy, unlock: impl Future<Output = latchkey::Result<()>>) {
+async fn lose_the_unlock(
+    proxy: &FaultProxy,
+    unlock: impl Future<Output = latchkey_redis::Result<()>>,
+) {
     proxy.blackhole(true);
     let err = unlock.await.unwrap_err();
     assert!(err.is_connection(), "{err:?}");
@@ -1037,7 +1040,7 @@ async fn lose_the_unlock(proxy: &FaultProxy, unlock: impl Future<Output = latchk
 async fn once_reconnected<T, F, Fut>(mut op: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = latchkey::Result<T>>,
+    Fut: Future<Output = latchkey_redis::Result<T>>,
 {
     loop {
         match op().await {
@@ -1252,13 +1255,13 @@ async fn semaphore_bad_permit_counts() {
     refused(&mut conn, sem.acquire(0), Error::is_invalid_argument).await;
     refused(
         &mut conn,
-        sem.acquire(latchkey::Semaphore::MAX_PERMITS + 1),
+        sem.acquire(latchkey_redis::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
     refused(
         &mut conn,
-        sem.try_set_permits(latchkey::Semaphore::MAX_PERMITS + 1),
+        sem.try_set_permits(latchkey_redis::Semaphore::MAX_PERMITS + 1),
         Error::is_invalid_argument,
     )
     .await;
@@ -1284,7 +1287,7 @@ async fn semaphore_over_release() {
     // Permit ids that were never issued.
     let psem = a.permit_semaphore("psem");
     assert!(psem.try_set_permits(1).await.unwrap());
-    let never: latchkey::PermitId = "00000000000000000000000000000001".parse().unwrap();
+    let never: latchkey_redis::PermitId = "00000000000000000000000000000001".parse().unwrap();
     refused(&mut conn, psem.release(&[never]), |e| e.is_unknown_permit()).await;
 }
 
@@ -1306,7 +1309,7 @@ async fn rwlock_upgrade() {
 
 #[tokio::test]
 async fn multilock_without_locks() {
-    let err = latchkey::MultiLock::new(Vec::new()).unwrap_err();
+    let err = latchkey_redis::MultiLock::new(Vec::new()).unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
 }
 
@@ -1382,7 +1385,7 @@ async fn delayed_queue_bad_delays() {
         &mut conn,
         queue.offer(
             &item,
-            latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(1),
+            latchkey_redis::DelayedQueue::MAX_DELAY + Duration::from_secs(1),
         ),
         Error::is_invalid_argument,
     )
@@ -1397,7 +1400,7 @@ async fn delayed_queue_bad_delays() {
         &mut conn,
         queue.offer_at(
             &item,
-            SystemTime::now() + latchkey::DelayedQueue::MAX_DELAY + Duration::from_secs(60),
+            SystemTime::now() + latchkey_redis::DelayedQueue::MAX_DELAY + Duration::from_secs(60),
         ),
         Error::is_invalid_argument,
     )
@@ -1411,7 +1414,7 @@ async fn delayed_queue_oversized_payload() {
     let mut conn = server.conn().await;
     let queue = a.delayed_queue::<String>("dq");
     // JSON adds two quotes: this item encodes to MAX_ITEM_SIZE + 2 bytes.
-    let big = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE);
+    let big = "x".repeat(latchkey_redis::DelayedQueue::MAX_ITEM_SIZE);
     let err = refused(
         &mut conn,
         queue.offer(&big, Duration::ZERO),
@@ -1422,6 +1425,6 @@ async fn delayed_queue_oversized_payload() {
         err.to_string().contains("bytes") || err.to_string().contains("size"),
         "{err}"
     );
-    let fits = "x".repeat(latchkey::DelayedQueue::MAX_ITEM_SIZE - 2);
+    let fits = "x".repeat(latchkey_redis::DelayedQueue::MAX_ITEM_SIZE - 2);
     queue.offer(&fits, Duration::from_secs(3600)).await.unwrap();
 }

@@ -1,4 +1,4 @@
-//! `latchkey::blocking` against a real redis-server: plain `#[test]` functions on plain
+//! `latchkey_redis::blocking` against a real redis-server: plain `#[test]` functions on plain
 //! threads, as synchronous code uses it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -6,8 +6,8 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use latchkey::blocking::{self, Client};
-use latchkey::LockOptions;
+use latchkey_redis::blocking::{self, Client};
+use latchkey_redis::LockOptions;
 use latchkey_test_support::{RedisServer, RedisServers};
 use redis::Value;
 
@@ -44,9 +44,9 @@ fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
 fn the_client_and_its_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<Client>();
-    check::<blocking::Guard<latchkey::LockGuard>>();
-    check::<blocking::Guard<latchkey::LeasedPermits>>();
-    check::<blocking::Guard<latchkey::Delivery<String>>>();
+    check::<blocking::Guard<latchkey_redis::LockGuard>>();
+    check::<blocking::Guard<latchkey_redis::LeasedPermits>>();
+    check::<blocking::Guard<latchkey_redis::Delivery<String>>>();
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn locks_and_unlocks() {
     assert!(!client.run(lock.is_locked()).unwrap());
 
     let guard = client.hold(lock.lock()).unwrap();
-    assert_eq!(latchkey::Guard::name(&*guard), "orders:1");
+    assert_eq!(latchkey_redis::Guard::name(&*guard), "orders:1");
     assert!(exists(&server, "orders:1"));
     assert!(client.run(lock.is_locked()).unwrap());
     assert!(client.run(lock.remaining_lease()).unwrap().is_some());
@@ -414,7 +414,7 @@ fn every_primitive_runs_through_the_thin_layer() {
     assert!(delivery.consume(|d| d.ack()).unwrap().is_acked());
 
     // A multi-lock over two names.
-    let both = latchkey::MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
+    let both = latchkey_redis::MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
     let guard = client.hold(both.lock()).unwrap();
     assert!(exists(&server, "a") && exists(&server, "b"));
     guard.unlock().unwrap();
@@ -427,7 +427,7 @@ fn every_primitive_runs_through_the_thin_layer() {
 fn redlock_nodes_share_one_runtime() {
     let servers = RedisServers::spawn(3);
     let first = client(&servers[0]);
-    let nodes: Vec<latchkey::Client> = servers
+    let nodes: Vec<latchkey_redis::Client> = servers
         .urls()
         .iter()
         .map(|url| {
@@ -440,7 +440,7 @@ fn redlock_nodes_share_one_runtime() {
                 .unwrap()
         })
         .collect();
-    let lock = latchkey::RedLock::builder("report", nodes)
+    let lock = latchkey_redis::RedLock::builder("report", nodes)
         .per_node_timeout(Duration::from_millis(500))
         .build()
         .unwrap();

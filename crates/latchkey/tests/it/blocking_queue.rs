@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use latchkey::{BlockingQueue, DelayedQueue, Delivery, ItemId};
+use latchkey_redis::{BlockingQueue, DelayedQueue, Delivery, ItemId};
 use latchkey_test_support::RedisServer;
 use rand::Rng;
 use redis::AsyncCommands;
@@ -127,7 +127,7 @@ async fn a_dropped_delivery_is_delivered_again_at_once() {
     assert_eq!(second.id(), &id);
     assert_eq!(second.attempt(), 2);
     let third_try = second.nack().await.unwrap();
-    assert_eq!(third_try, latchkey::Nack::Released);
+    assert_eq!(third_try, latchkey_redis::Nack::Released);
     let third = queue.take().await.unwrap();
     assert_eq!(third.attempt(), 3);
     assert!(third.ack().await.unwrap().is_acked());
@@ -209,7 +209,7 @@ async fn a_late_ack_finishes_the_item_and_the_second_delivery_sees_it() {
     );
     assert_eq!(
         fast.ack().await.unwrap(),
-        latchkey::Ack::AlreadyFinished,
+        latchkey_redis::Ack::AlreadyFinished,
         "already finished"
     );
     assert_eq!(queue.in_flight().await.unwrap(), 0);
@@ -273,7 +273,7 @@ async fn dropped_take_futures_lose_nothing() {
     while got.len() < N as usize && started.elapsed() < PATIENCE {
         round += 1;
         let patience = Duration::from_micros(rand::rng().random_range(0..1500));
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             match tokio::time::timeout(patience, plain.take_at_most_once()).await {
                 Ok(n) => *got.entry(n.unwrap()).or_default() += 1,
                 Err(_) => abandoned += 1,
@@ -512,7 +512,7 @@ async fn a_delivery_carries_its_due_time_and_attempt() {
         "nack_after moves it: {moved:?}"
     );
     assert!(moved <= SystemTime::now() + Duration::from_secs(5));
-    assert_eq!(third.ack().await.unwrap(), latchkey::Ack::Acked);
+    assert_eq!(third.ack().await.unwrap(), latchkey_redis::Ack::Acked);
     let left: bool = conn.exists("latchkey_queue_due:{due}").await.unwrap();
     assert!(!left, "the due time is gone with the item");
 
@@ -546,9 +546,13 @@ async fn ack_and_nack_say_whether_the_item_was_still_theirs() {
         .unwrap();
     assert_eq!(stale.id(), fresh.id());
     let nack = stale.nack().await.unwrap();
-    assert_eq!(nack, latchkey::Nack::NotOwned, "no longer its delivery");
+    assert_eq!(
+        nack,
+        latchkey_redis::Nack::NotOwned,
+        "no longer its delivery"
+    );
     assert!(!nack.is_released());
-    assert_eq!(fresh.ack().await.unwrap(), latchkey::Ack::Acked);
+    assert_eq!(fresh.ack().await.unwrap(), latchkey_redis::Ack::Acked);
 
     queue.put(&2).await.unwrap();
     let first = queue.take().await.unwrap();
@@ -556,8 +560,8 @@ async fn ack_and_nack_say_whether_the_item_was_still_theirs() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(second.ack().await.unwrap(), latchkey::Ack::Acked);
+    assert_eq!(second.ack().await.unwrap(), latchkey_redis::Ack::Acked);
     let late = first.ack().await.unwrap();
-    assert_eq!(late, latchkey::Ack::AlreadyFinished);
+    assert_eq!(late, latchkey_redis::Ack::AlreadyFinished);
     assert!(!late.is_acked());
 }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, ReplicaSync};
+use latchkey_redis::{Client, ReplicaSync};
 use latchkey_test_support::{RedisCluster, RedisServer};
 
 use crate::helpers::{cluster_url, eventually, retry_on_cluster};

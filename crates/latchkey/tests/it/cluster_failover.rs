@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, ReplicaSync};
+use latchkey_redis::{Client, ReplicaSync};
 use latchkey_test_support::{RedisCluster, RedisServer};
 
 use crate::helpers::{cluster_url, eventually, retry_on_cluster};

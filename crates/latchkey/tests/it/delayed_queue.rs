@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use latchkey::{Client, DelayedQueue, ItemId};
+use latchkey_redis::{Client, DelayedQueue, ItemId};
 use latchkey_test_support::RedisServer;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -559,7 +559,7 @@ async fn bad_input_is_rejected_with_typed_errors_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    let long = "n".repeat(latchkey::MAX_NAME_LEN + 1);
+    let long = "n".repeat(latchkey_redis::MAX_NAME_LEN + 1);
     assert!(client
         .delayed_queue::<String>(long)
         .len()

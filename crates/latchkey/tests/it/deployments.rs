@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::{FaultProxy, RedisServer, SentinelGroup, TlsFiles};
 
 use crate::helpers::{eventually, read, retry};
@@ -184,13 +184,13 @@ async fn replica_synced_acquires_are_undone_when_no_replica_acknowledges() {
 
     // Off: no waiting.
     let plain = Client::builder(primary.url())
-        .replica_sync(latchkey::ReplicaSync::Off)
+        .replica_sync(latchkey_redis::ReplicaSync::Off)
         .connect()
         .await
         .unwrap();
     assert_eq!(plain.replica_sync(), None);
     let err = Client::builder(primary.url())
-        .replica_sync(latchkey::ReplicaSync::Require {
+        .replica_sync(latchkey_redis::ReplicaSync::Require {
             replicas: 0,
             timeout: Duration::from_secs(1),
         })
@@ -235,7 +235,7 @@ fn keys(server: &RedisServer, pattern: &str) -> Vec<String> {
 /// A client that demands one replica's acknowledgement for every acquire.
 async fn require_one_replica(primary: &RedisServer, timeout: Duration) -> Client {
     let client = Client::builder(primary.url())
-        .replica_sync(latchkey::ReplicaSync::Require {
+        .replica_sync(latchkey_redis::ReplicaSync::Require {
             replicas: 1,
             timeout,
         })

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Election, Leader};
+use latchkey_redis::{Client, Election, Leader};
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, SentinelGroup};
 use redis::AsyncCommands;
 
@@ -23,7 +23,7 @@ fn seen(leader: Option<Leader>) -> Option<(String, u64)> {
 /// The next change of an observer's stream (within a hang guard).
 async fn next_change<S>(changes: &mut S) -> Option<(String, u64)>
 where
-    S: futures_util::Stream<Item = latchkey::Result<Option<Leader>>> + Unpin,
+    S: futures_util::Stream<Item = latchkey_redis::Result<Option<Leader>>> + Unpin,
 {
     let change = tokio::time::timeout(Duration::from_secs(10), changes.next())
         .await
@@ -419,7 +419,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         ])
         .await
         .unwrap();
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing else was written: {keys:?}");
 
     // Keys of other types: typed errors, nothing written.
@@ -589,7 +589,7 @@ async fn a_resignation_lost_with_the_demoted_primary_is_made_again_on_the_new_on
 fn the_election_types_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<Election>();
-    check::<latchkey::Leadership>();
+    check::<latchkey_redis::Leadership>();
     check::<Leader>();
     fn stream_is_send<S: futures_util::Stream + Send + 'static>(_: &S) {}
     fn observed(election: &Election) {

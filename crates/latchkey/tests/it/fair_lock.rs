@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{FairLock, LockOptions};
+use latchkey_redis::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -90,7 +90,7 @@ fn spawn_waiter(
     lock: FairLock,
     index: usize,
     order: Arc<Mutex<Vec<usize>>>,
-) -> tokio::task::JoinHandle<latchkey::FencingToken> {
+) -> tokio::task::JoinHandle<latchkey_redis::FencingToken> {
     tokio::spawn(async move {
         let guard = lock.lock().await.unwrap();
         order.lock().unwrap().push(index);
@@ -266,7 +266,7 @@ async fn a_vanished_waiter_goes_stale_after_the_thread_wait_time_and_the_queue_m
 #[tokio::test]
 async fn a_waiter_place_lasts_the_default_thread_wait_time() {
     assert_eq!(
-        latchkey::FairLock::DEFAULT_THREAD_WAIT_TIME,
+        latchkey_redis::FairLock::DEFAULT_THREAD_WAIT_TIME,
         Duration::from_secs(30)
     );
     let server = RedisServer::spawn();
@@ -686,7 +686,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 
     let err = a.fair_lock("").lock().await.unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    for wait in [Duration::from_millis(10), latchkey::MAX_LEASE * 2] {
+    for wait in [Duration::from_millis(10), latchkey_redis::MAX_LEASE * 2] {
         let err = a
             .fair_lock("bad-wait-time")
             .with_thread_wait_time(wait)
@@ -708,7 +708,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
 
     // Keys of other types: typed error, nothing written.
@@ -729,8 +729,8 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 #[test]
 fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
-    check::<latchkey::FairLock>();
-    check::<latchkey::FairLockGuard>();
+    check::<latchkey_redis::FairLock>();
+    check::<latchkey_redis::FairLockGuard>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1179,7 +1179,7 @@ async fn thread_wait_time_is_checked_when_set() {
     for wait in [
         Duration::ZERO,
         Duration::from_millis(299),
-        latchkey::MAX_LEASE * 2,
+        latchkey_redis::MAX_LEASE * 2,
     ] {
         let err = a
             .fair_lock("bad-wait-time")

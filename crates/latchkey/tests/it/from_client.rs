@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use latchkey::redis::{self, cluster::ClusterClient, ProtocolVersion};
-use latchkey::ClientBuilder;
+use latchkey_redis::redis::{self, cluster::ClusterClient, ProtocolVersion};
+use latchkey_redis::ClientBuilder;
 use latchkey_test_support::{RedisCluster, RedisServer, SentinelGroup};
 
 use crate::helpers::eventually;
@@ -17,7 +17,7 @@ fn connected(server: &RedisServer) -> usize {
 }
 
 /// A lock taken and handed to a waiter of a second client through the release's message.
-async fn lock_and_hand_over(a: &latchkey::Client, b: &latchkey::Client, name: &str) {
+async fn lock_and_hand_over(a: &latchkey_redis::Client, b: &latchkey_redis::Client, name: &str) {
     let guard = a.lock(name).lock().await.unwrap();
     let waiting = tokio::spawn({
         let lock = b.lock(name);
@@ -59,6 +59,18 @@ async fn a_client_built_from_the_applications_redis_client() {
     // Two connections per client (commands, pub/sub), however many locks and waiters.
     assert_eq!(before, 4, "two connections for each of two clients");
     assert_eq!(connected(&server), before, "no connection per lock");
+    // Another database of the same server is another lock of the same name (a MultiLock
+    // over both is accepted); the same database twice is refused.
+    let other_db = redis::Client::open(format!("redis://:s3cret@{}/4", server.addr())).unwrap();
+    let c = ClientBuilder::from_redis_client(other_db)
+        .connect()
+        .await
+        .unwrap();
+    let both = latchkey_redis::MultiLock::new([a.lock("x"), c.lock("x")]).unwrap();
+    both.lock().await.unwrap().unlock().await.unwrap();
+    assert!(latchkey_redis::MultiLock::new([a.lock("x"), b.lock("x")])
+        .unwrap_err()
+        .is_invalid_argument());
     // A wrong password in the application's client is refused at connect, typed.
     let wrong = redis::Client::open(format!("redis://:nope@{}", server.addr())).unwrap();
     let err = ClientBuilder::from_redis_client(wrong)
@@ -88,6 +100,23 @@ async fn a_client_built_from_the_applications_cluster_client() {
     for i in 0..6 {
         lock_and_hand_over(&a, &b, &format!("shard-{i}")).await;
     }
+    for i in 0..6 {
+        lock_and_hand_over(&b, &a, &format!("shard-{i}")).await;
+    }
+    let before: Vec<usize> = cluster.nodes().iter().map(connected).collect();
+    for i in 0..30 {
+        lock_and_hand_over(&a, &b, &format!("order-{i}")).await;
+        lock_and_hand_over(&b, &a, &format!("order-{i}")).await;
+    }
+    // Two connections per primary for each client (commands, and sharded pub/sub once it
+    // waited), however many locks and waiters.
+    assert_eq!(
+        before,
+        vec![4; 3],
+        "two connections per primary for each of two clients"
+    );
+    let after: Vec<usize> = cluster.nodes().iter().map(connected).collect();
+    assert_eq!(after, before, "no connection per lock");
     // A RESP2 client would never deliver a sharded message: refused, saying why.
     let resp2 = ClusterClient::builder(nodes.clone()).build().unwrap();
     let err = ClientBuilder::from_cluster_client(resp2)
@@ -117,8 +146,35 @@ async fn a_client_built_from_the_applications_sentinel_client() {
             .await
             .unwrap()
     };
+    let primary_alone = connected(group.primary());
+    let sentinels_alone: Vec<usize> = group.sentinels().iter().map(connected).collect();
     let (a, b) = (connect().await, connect().await);
     lock_and_hand_over(&a, &b, "sentinel-order").await;
+    lock_and_hand_over(&b, &a, "sentinel-order").await;
+    let primary_before = connected(group.primary());
+    let sentinels_before: Vec<usize> = group.sentinels().iter().map(connected).collect();
+    for i in 0..20 {
+        lock_and_hand_over(&a, &b, &format!("order-{i}")).await;
+        lock_and_hand_over(&b, &a, &format!("order-{i}")).await;
+    }
+    // Two connections to the primary for each client (commands, pub/sub); the sentinels'
+    // own links come on top.
+    assert_eq!(
+        primary_before - primary_alone,
+        4,
+        "two connections to the primary for each of two clients (sentinels: {sentinels_alone:?} \
+         before the clients, {sentinels_before:?} after)"
+    );
+    assert_eq!(
+        connected(group.primary()),
+        primary_before,
+        "no connection per lock"
+    );
+    let sentinels_after: Vec<usize> = group.sentinels().iter().map(connected).collect();
+    assert_eq!(
+        sentinels_after, sentinels_before,
+        "no sentinel connection per lock"
+    );
     // Every sentinel was found from the first one: the client follows a failover.
     let guard = a.lock("followed").lock().await.unwrap();
     let mut group = group;

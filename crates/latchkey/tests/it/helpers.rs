@@ -5,7 +5,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use latchkey::{Client, ClientBuilder};
+use latchkey_redis::{Client, ClientBuilder};
 use latchkey_test_support::RedisServer;
 use redis::aio::MultiplexedConnection;
 
@@ -117,9 +117,9 @@ where
 pub async fn retry<T, F, Fut>(op: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = latchkey::Result<T>>,
+    Fut: Future<Output = latchkey_redis::Result<T>>,
 {
-    retry_while(latchkey::Error::is_connection, op).await
+    retry_while(latchkey_redis::Error::is_connection, op).await
 }
 
 /// [`retry`] through a cluster's failover, where Redis also answers with errors of its own
@@ -128,15 +128,15 @@ where
 pub async fn retry_on_cluster<T, F, Fut>(op: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = latchkey::Result<T>>,
+    Fut: Future<Output = latchkey_redis::Result<T>>,
 {
     retry_while(|e| e.is_connection() || e.is_redis(), op).await
 }
 
-async fn retry_while<T, F, Fut>(transient: impl Fn(&latchkey::Error) -> bool, mut op: F) -> T
+async fn retry_while<T, F, Fut>(transient: impl Fn(&latchkey_redis::Error) -> bool, mut op: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = latchkey::Result<T>>,
+    Fut: Future<Output = latchkey_redis::Result<T>>,
 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -191,4 +191,13 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// The keys of `conn`'s database but the clients' registrations (`latchkey_client:{<id>}`,
+/// which a client keeps while it holds anything and which expire by themselves).
+pub async fn data_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+    keys.into_iter()
+        .filter(|key| !key.starts_with("latchkey_client:"))
+        .collect()
 }

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use latchkey::{Kind, RwMode};
+use latchkey_redis::{Kind, RwMode};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{builder, client};
+use crate::helpers::{builder, client, eventually};
 
 /// Every kind is recognized from its layout, with its real holders, lease, token and permits.
 #[tokio::test]
@@ -121,5 +121,94 @@ async fn scan_names_lists_objects_once_and_keeps_to_the_namespace() {
         plain.scan_names("job:*").await.unwrap(),
         vec!["job:9"],
         "another namespace's objects are not found without it"
+    );
+}
+
+/// Every client registers what it is (host, process id, program, library version, name) under
+/// one key, from its first grant on and kept alive by its watchdog while it holds anything; the
+/// registration lapses a watchdog timeout after its last hold, and the next grant makes it again
+/// at once. An owner that registered nothing (a Redisson client) is unknown.
+#[tokio::test]
+async fn a_holders_client_is_known_while_it_holds() {
+    let server = RedisServer::spawn();
+    let watchdog = Duration::from_secs(1);
+    let holder = builder(&server)
+        .client_name("worker-7")
+        .watchdog_timeout(watchdog)
+        .connect()
+        .await
+        .unwrap();
+    let observer = client(&server).await;
+    assert_eq!(observer.client_info(holder.id()).await.unwrap(), None);
+
+    let guard = holder.lock("job").lock().await.unwrap();
+    let owner = guard.owner_id().to_owned();
+    // Made at the grant, not at the watchdog's next tick (a third of the timeout away).
+    assert!(
+        eventually(Duration::from_millis(250), || async {
+            observer.client_info(&owner).await.unwrap().is_some()
+        })
+        .await,
+        "registered at the first grant"
+    );
+    let info = observer.client_info(&owner).await.unwrap().unwrap();
+    assert_eq!(info.id, holder.id());
+    assert_eq!(info.name.as_deref(), Some("worker-7"));
+    assert_eq!(info.pid, std::process::id());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(info.host, host.trim());
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(info.program, exe.file_name().unwrap().to_string_lossy());
+    assert_eq!(
+        info.version,
+        format!("latchkey-redis {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        info.to_string(),
+        format!(
+            "worker-7 ({}, pid {} on {}, {})",
+            info.program, info.pid, info.host, info.version
+        )
+    );
+    // The bare client id finds it too; the key expires by itself.
+    assert_eq!(observer.client_info(holder.id()).await.unwrap(), Some(info));
+    let key = format!("latchkey_client:{{{}}}", holder.id());
+    let pttl: i64 = crate::helpers::read(&server, &["PTTL", &key]);
+    assert!(pttl > 0 && pttl <= 1000, "{pttl}");
+
+    // Kept alive for as long as the hold lasts.
+    tokio::time::sleep(watchdog * 3).await;
+    assert!(observer.client_info(&owner).await.unwrap().is_some());
+
+    // Idle: it lapses; the next grant registers again at once.
+    guard.unlock().await.unwrap();
+    assert!(
+        eventually(watchdog * 4, || async {
+            observer.client_info(&owner).await.unwrap().is_none()
+        })
+        .await,
+        "the registration lapses once the client holds nothing"
+    );
+    let again = holder.lock("job").lock().await.unwrap();
+    assert!(
+        eventually(Duration::from_millis(250), || async {
+            observer
+                .client_info(again.owner_id())
+                .await
+                .unwrap()
+                .is_some()
+        })
+        .await,
+        "registered again at the next grant"
+    );
+    again.unlock().await.unwrap();
+
+    // A Redisson owner (`<uuid>:<thread id>`) registered nothing.
+    assert_eq!(
+        observer
+            .client_info("6f1c64d4-6a8b-4f8e-9d4e-2c1a9b7e5f00:57")
+            .await
+            .unwrap(),
+        None
     );
 }

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -201,7 +201,7 @@ async fn wrong_types_are_typed_errors_and_change_nothing() {
 #[test]
 fn the_latch_is_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
-    check::<latchkey::CountDownLatch>();
+    check::<latchkey_redis::CountDownLatch>();
 }
 
 /// On a Redis Cluster, a latch whose name has its own hash tag (`orders{eu}:1`) publishes on a

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, Error, LockOptions};
+use latchkey_redis::{Client, Error, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -552,7 +552,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 
     let err = a.lock("").lock().await.unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    let long = "n".repeat(latchkey::MAX_NAME_LEN + 1);
+    let long = "n".repeat(latchkey_redis::MAX_NAME_LEN + 1);
     let err = a
         .lock(long.as_str())
         .try_lock(Duration::ZERO)
@@ -565,7 +565,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     for lease in [
         Duration::ZERO,
         Duration::from_micros(10),
-        latchkey::MAX_LEASE * 2,
+        latchkey_redis::MAX_LEASE * 2,
     ] {
         let err = a
             .lock("bad-lease")
@@ -580,7 +580,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
 
     let err = Client::builder(server.url())
@@ -704,8 +704,8 @@ async fn dropping_the_client_closes_its_connections() {
 fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<Client>();
-    check::<latchkey::Lock>();
-    check::<latchkey::LockGuard>();
+    check::<latchkey_redis::Lock>();
+    check::<latchkey_redis::LockGuard>();
     check::<Error>();
 }
 
@@ -1014,7 +1014,7 @@ async fn a_release_still_on_its_way_is_never_mistaken_for_the_next_hold() {
 /// same name is another object).
 #[tokio::test]
 async fn every_primitive_namespaces_its_keys_the_same_way() {
-    use latchkey::MAX_NAME_LEN;
+    use latchkey_redis::MAX_NAME_LEN;
 
     let server = RedisServer::spawn();
     let mut conn = server.conn().await;
@@ -1024,8 +1024,10 @@ async fn every_primitive_namespaces_its_keys_the_same_way() {
 
     // What each primitive does with a name: its `name()`, and one use that writes its key (or
     // fails on a bad name). The write leaves the object in Redis until the test ends.
-    type Use =
-        fn(Client, String) -> futures_util::future::BoxFuture<'static, latchkey::Result<String>>;
+    type Use = fn(
+        Client,
+        String,
+    ) -> futures_util::future::BoxFuture<'static, latchkey_redis::Result<String>>;
     let primitives: [(&str, Use); 7] = [
         ("lock", |c, n| {
             Box::pin(async move {
@@ -1156,7 +1158,7 @@ async fn waiters_wait_through_a_redis_stall() {
         permits
             .acquire_with(
                 1,
-                latchkey::PermitOptions::new().lease(Duration::from_millis(1500)),
+                latchkey_redis::PermitOptions::new().lease(Duration::from_millis(1500)),
             )
             .await
             .unwrap(),

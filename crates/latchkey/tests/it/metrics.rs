@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redis::AsyncCommands;
@@ -185,9 +185,9 @@ async fn every_primitive_counts_its_acquires_under_its_own_label() {
     assert!(latch.try_set_count(1).await.unwrap());
     latch.count_down().await.unwrap();
     latch.wait().await.unwrap();
-    let pair = latchkey::MultiLock::new([client.lock("m-a"), client.lock("m-b")]).unwrap();
+    let pair = latchkey_redis::MultiLock::new([client.lock("m-a"), client.lock("m-b")]).unwrap();
     pair.lock().await.unwrap().unlock().await.unwrap();
-    let redlock = latchkey::RedLock::new("m-red", nodes.clone()).unwrap();
+    let redlock = latchkey_redis::RedLock::new("m-red", nodes.clone()).unwrap();
     redlock.lock().await.unwrap().unlock().await.unwrap();
 
     for primitive in [
@@ -390,7 +390,7 @@ async fn a_fixed_lease_that_runs_out_counts_an_expired_hold() {
     let mut recorded = Recorded::new(&recorder);
     let server = RedisServer::spawn();
     let client = client(&server).await;
-    let options = latchkey::LockOptions::new().lease(Duration::from_millis(300));
+    let options = latchkey_redis::LockOptions::new().lease(Duration::from_millis(300));
     let guard = client
         .lock("metrics-expired")
         .lock_with(options)

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use latchkey::{LockOptions, MultiLock};
+use latchkey_redis::{LockOptions, MultiLock};
 use latchkey_test_support::{RedisServer, RedisServers};
 use redis::AsyncCommands;
 
@@ -50,7 +50,7 @@ async fn the_same_lock_twice_is_refused() {
     assert!(err.is_invalid_argument(), "{err}");
     // Nothing was sent.
     let mut conn = server.conn().await;
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "{keys:?}");
 }
 
@@ -224,5 +224,5 @@ async fn fixed_leases_and_lost() {
 fn the_multi_lock_is_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<MultiLock>();
-    check::<latchkey::MultiLockGuard>();
+    check::<latchkey_redis::MultiLockGuard>();
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::{RedisCluster, RedisServer};
 use rand::seq::SliceRandom;
 use redis::aio::MultiplexedConnection;

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, Error, LockOptions, RedLock};
+use latchkey_redis::{Client, Error, LockOptions, RedLock};
 use latchkey_test_support::{free_port, FaultProxy, RedisServers};
 use redis::AsyncCommands;
 
@@ -10,7 +10,7 @@ use crate::helpers::{builder, evalsha_calls, eventually};
 
 /// A client of one RedLock node: the settings of `helpers::client` with 2 s command and connect
 /// timeouts, so that a dead node fails its request well within a test's patience.
-fn node_builder(url: &str) -> latchkey::ClientBuilder {
+fn node_builder(url: &str) -> latchkey_redis::ClientBuilder {
     builder(url)
         .watchdog_timeout(Duration::from_secs(1))
         .command_timeout(Duration::from_secs(2))
@@ -656,5 +656,5 @@ fn lazy_clients_are_single_servers_made_within_a_runtime() {
 fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
     check::<RedLock>();
-    check::<latchkey::RedLockGuard>();
+    check::<latchkey_redis::RedLockGuard>();
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use latchkey::LockOptions;
+use latchkey_redis::LockOptions;
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -891,7 +891,7 @@ async fn bad_input_is_rejected_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
 
     let _: () = conn.set("occupied", "precious").await.unwrap();
@@ -926,9 +926,9 @@ async fn bad_input_is_rejected_and_changes_nothing() {
 #[test]
 fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
-    check::<latchkey::RwLock>();
-    check::<latchkey::ReadLock>();
-    check::<latchkey::WriteLock>();
-    check::<latchkey::ReadGuard>();
-    check::<latchkey::WriteGuard>();
+    check::<latchkey_redis::RwLock>();
+    check::<latchkey_redis::ReadLock>();
+    check::<latchkey_redis::WriteLock>();
+    check::<latchkey_redis::ReadGuard>();
+    check::<latchkey_redis::WriteGuard>();
 }

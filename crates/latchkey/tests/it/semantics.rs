@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use latchkey::Client;
+use latchkey_redis::Client;
 use latchkey_test_support::{FaultProxy, RedisServer};
 use redis::AsyncCommands;
 
@@ -17,8 +17,8 @@ use crate::helpers::client;
 async fn clones_inside_at_once<F, Fut, G>(tasks: usize, enter: F) -> (usize, usize)
 where
     F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = latchkey::Result<G>> + Send,
-    G: latchkey::Guard + 'static,
+    Fut: std::future::Future<Output = latchkey_redis::Result<G>> + Send,
+    G: latchkey_redis::Guard + 'static,
 {
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));

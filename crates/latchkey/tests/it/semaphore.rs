@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error, PermitId, PermitOptions};
+use latchkey_redis::{Client, Error, PermitId, PermitOptions};
 use latchkey_test_support::{FaultProxy, RedisServer};
 use redis::AsyncCommands;
 
@@ -138,7 +138,7 @@ async fn an_unset_semaphore_fails_fast_unless_waiting_for_init() {
         "at once: {:?}",
         started.elapsed()
     );
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
 
     let waiter = tokio::spawn({
@@ -530,7 +530,7 @@ mod redisson {
 
 /// Waits until the semaphore has `want` permits available (a dropped guard's release runs in
 /// the background); panics with the count it saw otherwise.
-async fn settles_at(semaphore: &latchkey::Semaphore, want: i64) {
+async fn settles_at(semaphore: &latchkey_redis::Semaphore, want: i64) {
     let ok = eventually(Duration::from_secs(10), || {
         let semaphore = semaphore.clone();
         async move { semaphore.available_permits().await.unwrap() == want }
@@ -810,7 +810,7 @@ async fn an_unset_permit_semaphore_fails_fast_unless_waiting_for_init() {
         "at once: {:?}",
         started.elapsed()
     );
-    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let keys = crate::helpers::data_keys(&mut conn).await;
     assert!(keys.is_empty(), "nothing was written: {keys:?}");
 
     let waiter = tokio::spawn({
@@ -1087,9 +1087,9 @@ async fn permit_semaphore_wait_options_and_add_permits() {
 #[test]
 fn handles_and_guards_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
-    check::<latchkey::Semaphore>();
-    check::<latchkey::Permits>();
-    check::<latchkey::PermitSemaphore>();
-    check::<latchkey::LeasedPermits>();
+    check::<latchkey_redis::Semaphore>();
+    check::<latchkey_redis::Permits>();
+    check::<latchkey_redis::PermitSemaphore>();
+    check::<latchkey_redis::LeasedPermits>();
     check::<PermitId>();
 }
