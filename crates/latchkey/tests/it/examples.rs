@@ -51,7 +51,7 @@ fn examples_dir() -> PathBuf {
             }
         }
         build
-            .args(["build", "--quiet", "--examples", "--manifest-path"])
+            .args(["build", "--quiet", "--examples", "--all-features", "--manifest-path"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
             .arg("--target-dir")
             .arg(
@@ -184,6 +184,21 @@ async fn delayed_queue_acks_retries_and_dead_letters() {
         "finished: 3 done, 1 dead-lettered, 1 undecodable set aside",
     )
     .await;
+}
+
+#[tokio::test]
+async fn nightly_report_is_written_on_one_node() {
+    let stdout = check_example("nightly_report", "each written on exactly one node").await;
+    let tokens: Vec<u64> = stdout
+        .lines()
+        .filter(|l| l.contains(": report due at "))
+        .map(|l| number_after(l, "node ", "fencing token "))
+        .collect();
+    assert!(tokens.len() >= 3, "{stdout}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens {tokens:?} do not increase:\n{stdout}"
+    );
 }
 
 #[tokio::test]
