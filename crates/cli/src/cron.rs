@@ -112,8 +112,15 @@ async fn one_run(opt: &CronOpt, run: Run) -> std::result::Result<(), String> {
             run.attempt()
         );
     }
-    let mut child = spawn_command(&opt.command, &env).map_err(|(_, e)| e.to_string())?;
+    let child = spawn_command(&opt.command, &env).map_err(|(_, e)| e.to_string())?;
     let pid = child.id().unwrap_or(0);
+    // The scheduler drops this future when the claim is lost or the shutdown grace is over:
+    // the command is then stopped in a task of its own (SIGTERM, SIGKILL after --grace).
+    let mut supervised = Supervised {
+        child: Some(child),
+        grace: opt.grace,
+    };
+    let child = supervised.child.as_mut().expect("just spawned");
     let limit = async {
         match opt.max_runtime {
             Some(max) => tokio::time::sleep(max).await,
@@ -133,7 +140,7 @@ async fn one_run(opt: &CronOpt, run: Run) -> std::result::Result<(), String> {
                 opt.job,
                 rfc3339(run.due())
             );
-            stop_command(&mut child, opt.grace).await;
+            stop_command(child, opt.grace).await;
             Err("lost".to_owned())
         }
         () = limit => {
@@ -142,10 +149,11 @@ async fn one_run(opt: &CronOpt, run: Run) -> std::result::Result<(), String> {
                 opt.job,
                 human(opt.max_runtime.unwrap_or_default())
             );
-            stop_command(&mut child, opt.grace).await;
+            stop_command(child, opt.grace).await;
             Err("timed out".to_owned())
         }
     };
+    supervised.child = None;
     if opt.verbose {
         eprintln!(
             "latchkey: `{}` due {} ended: {}",
@@ -201,7 +209,8 @@ async fn run_text(client: &Client, run: &JobRun) -> String {
     text
 }
 
-async fn job_text(client: &Client, job: &JobInfo) -> String {
+/// A job's lines, as `latchkey jobs` (and `latchkey status GROUP`) prints them.
+pub async fn job_text(client: &Client, job: &JobInfo) -> String {
     let mut out = format!("job       {}\nschedule  {}\n", job.name, job.schedule);
     match job.next_due {
         Some(next) => out.push_str(&format!("next      {}\n", rfc3339(next))),
@@ -236,7 +245,8 @@ async fn run_json(client: &Client, run: &Option<JobRun>) -> serde_json::Value {
     })
 }
 
-async fn job_json(client: &Client, job: &JobInfo) -> serde_json::Value {
+/// A job as one JSON object, as `latchkey jobs --json` (and `status GROUP --json`) prints it.
+pub async fn job_json(client: &Client, job: &JobInfo) -> serde_json::Value {
     json!({
         "job": job.name,
         "schedule": job.schedule,
@@ -245,4 +255,33 @@ async fn job_json(client: &Client, job: &JobInfo) -> serde_json::Value {
         "last": run_json(client, &job.last).await,
         "skipped": job.skipped,
     })
+}
+
+/// A run's command, stopped in the background if the run's future is dropped before the
+/// command ended (its claim was lost, or the node stopped and the grace ran out): a command
+/// must never go on while another node runs the same occurrence.
+struct Supervised {
+    child: Option<tokio::process::Child>,
+    grace: Duration,
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let grace = self.grace;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { stop_command(&mut child, grace).await });
+            }
+            // No runtime to wait in: stop it at once.
+            Err(_) => {
+                let _ = child.start_kill();
+            }
+        }
+    }
 }

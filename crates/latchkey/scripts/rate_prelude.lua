@@ -83,7 +83,8 @@ end
 
 -- Redisson's expiry rule, after every acquire and release: with a keep-alive time, the config
 -- and the window's keys expire when the limiter has been idle that long; without one, the
--- window's keys expire with the config (if somebody gave it a TTL).
+-- window's keys expire with the config (if somebody gave it a TTL), and a client's own window
+-- an interval after its last use.
 local function keep_alive(config, value_key, log_key)
     if config.keep_alive > 0 then
         redis.call('pexpire', KEYS[1], config.keep_alive)
@@ -95,6 +96,12 @@ local function keep_alive(config, value_key, log_key)
     if ttl > 0 then
         redis.call('pexpire', value_key, ttl)
         redis.call('pexpire', log_key, ttl)
+    elseif config.per_client then
+        -- Only this client uses its window, and an interval after its last grant the window is
+        -- empty again: it expires then (Redisson keeps it, a pair of keys per client process
+        -- ever started).
+        redis.call('pexpire', value_key, config.interval)
+        redis.call('pexpire', log_key, config.interval)
     end
 end
 

@@ -18,14 +18,22 @@ local function next_action(job, run, next_due, now)
     return next_due
 end
 
--- Indexes job `name` at its next action, keeps the group's keys `ttl` ms more, and wakes the
--- group's nodes (a message on `channel`) when `publish` is given.
-local function touch(job, run, index, name, next_due, now, ttl, publish, channel)
-    redis.call('zadd', index, string.format('%d', next_action(job, run, next_due, now)), name)
-    redis.call('pexpire', job, ttl)
-    if redis.call('pttl', index) < ttl then
-        redis.call('pexpire', index, ttl)
+-- Keeps the job hash and the group's index `ttl` ms past `horizon` (server ms): a job due in a
+-- month is not forgotten before then.
+local function keep(job, index, horizon, now, ttl)
+    local ms = math.max(ttl, horizon - now + ttl)
+    redis.call('pexpire', job, string.format('%d', ms))
+    if redis.call('pttl', index) < ms then
+        redis.call('pexpire', index, string.format('%d', ms))
     end
+end
+
+-- Indexes job `name` at its next action, keeps the group's keys `ttl` ms past it, and wakes
+-- the group's nodes (a message on `channel`) when `publish` is given.
+local function touch(job, run, index, name, next_due, now, ttl, publish, channel)
+    local action = next_action(job, run, next_due, now)
+    redis.call('zadd', index, string.format('%d', action), name)
+    keep(job, index, math.max(action, next_due), now, ttl)
     if publish then
         notify(publish, channel, name)
     end

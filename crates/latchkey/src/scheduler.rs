@@ -10,7 +10,8 @@
 //! - **Claims.** A node that finds an occurrence due claims it with one script call, which
 //!   checks the due time against the server's clock (node clocks never decide it), moves the
 //!   job's next occurrence past it and takes the run's lease, all at once: two nodes cannot
-//!   claim one occurrence. The claim has a fencing token, the job's last one + 1.
+//!   claim one occurrence. The claim has a fencing token, `max(last + 1, server clock in
+//!   µs)` as a lock's: increasing also when a failover lost the last claim.
 //! - **Retries.** A node that dies while running an occurrence stops renewing its lease; when
 //!   the lease has run out, the next node to look claims the same occurrence again, with a
 //!   higher token and the attempt number + 1 (at-least-once). Its `lost()` fired before that,
@@ -45,12 +46,21 @@ use crate::wait::{unexpected, Attempt};
 use crate::watchdog::Lease;
 use crate::{FencingToken, Lost};
 
-/// How long a group's keys live without a claim or a registration: a group whose nodes are
-/// all gone leaves nothing behind after this (at least three of its longest job's periods).
+/// How long a group's keys live past a job's next occurrence without a claim or a
+/// registration: a group whose nodes are all gone leaves nothing behind a week after its
+/// last job was due.
 const IDLE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How long a node waits between two tries when Redis cannot be reached.
 const BACKOFF: Duration = Duration::from_secs(1);
+
+/// How long a stopping node waits for the hand-backs of the runs it stops.
+const HAND_BACK: Duration = Duration::from_secs(5);
+
+/// Errors that trying again cannot mend: they end [`Scheduler::run_until`].
+fn fatal(e: &Error) -> bool {
+    e.is_wrong_type() || e.is_invalid_argument() || e.is_permission_denied()
+}
 
 /// When a job runs: every `interval`, or on a cron schedule in a time zone.
 ///
@@ -253,10 +263,16 @@ impl JobOptions {
 /// scheduler.every("sweep", std::time::Duration::from_secs(60), |run: latchkey_redis::Run| async move {
 ///     // Give the token to the storage you write to: a retried run has a higher one.
 ///     println!("{} due at {:?}, attempt {}, token {}", run.job(), run.due(), run.attempt(), run.fencing_token());
-///     tokio::select! {
-///         _ = run.lost() => Err("the claim was lost".to_owned()),
-///         result = async { Ok(()) } => result,
-///     }
+///     // Work handed to another task is told when the claim is lost (the run's own future is
+///     // dropped then).
+///     let lost = run.lost();
+///     let work = tokio::spawn(async move {
+///         tokio::select! {
+///             _ = lost => Err("the claim was lost".to_owned()),
+///             result = async { Ok(()) } => result,
+///         }
+///     });
+///     work.await.map_err(|e| e.to_string())?
 /// })?;
 /// # Ok(())
 /// # }
@@ -305,8 +321,9 @@ impl Run {
     }
 
     /// Resolves when the node lost its claim of the run (its lease ran out, the watchdog
-    /// could not renew it): stop working, another node may run the occurrence now. The run's
-    /// future is dropped then anyway.
+    /// could not renew it): another node may run the occurrence now. The run's future is
+    /// dropped at once then; this is for what that does not stop — tasks the handler spawned,
+    /// a process it started.
     ///
     /// # Cancel safety
     ///
@@ -613,8 +630,9 @@ impl Scheduler {
     /// the next time one needs a node (or the group's channel says something changed), claims
     /// the occurrences due and runs them, each in a task of its own. When `shutdown`
     /// completes it claims nothing more, lets the runs going on finish for the
-    /// [grace](Scheduler::shutdown_grace) and hands back those still going then. Redis errors
-    /// are retried (a node rides out a failover); only bad input ends it.
+    /// [grace](Scheduler::shutdown_grace), then stops those still going and waits (at most
+    /// 5 s) until they have handed their occurrences back. Redis errors are retried (a node
+    /// rides out a failover); only bad input and ACL refusals end it.
     ///
     /// # Cancel safety
     ///
@@ -624,7 +642,8 @@ impl Scheduler {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when no job is registered or the group's name is bad;
-    /// [`Error::WrongType`] when a key of the group holds something else.
+    /// [`Error::WrongType`] when a key of the group holds something else; a refusal of the
+    /// server's ACL ([`Error::is_permission_denied`]).
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) -> Result<()> {
         let jobs = self.registered();
         check_name(&self.inner.group)?;
@@ -649,11 +668,13 @@ impl Scheduler {
                             job: job.clone(),
                             next_due: None,
                             action: 0,
+                            foreign: false,
                         },
                     )
                 })
                 .collect(),
             runs: JoinSet::new(),
+            stop: tokio::sync::watch::channel(false).0,
         };
         let mut shutdown = std::pin::pin!(shutdown);
         let hub = &self.inner.client.inner.hub;
@@ -663,7 +684,7 @@ impl Scheduler {
                 .await
             {
                 Ok(subscription) => break subscription,
-                Err(e) if e.is_invalid_argument() || e.is_permission_denied() => return Err(e),
+                Err(e) if fatal(&e) => return Err(e),
                 Err(e) => {
                     tracing::debug!(error = %e.chain(), "latchkey scheduler could not subscribe");
                     tokio::select! {
@@ -678,13 +699,13 @@ impl Scheduler {
             if refresh {
                 match node.refresh().await {
                     Ok(()) => refresh = false,
-                    Err(e) if e.is_wrong_type() || e.is_invalid_argument() => return Err(e),
+                    Err(e) if fatal(&e) => return Err(e),
                     Err(e) => tracing::debug!(error = %e.chain(), "latchkey scheduler read failed"),
                 }
             }
             if !refresh {
                 if let Err(e) = node.claim_due().await {
-                    if e.is_wrong_type() || e.is_invalid_argument() {
+                    if fatal(&e) {
                         return Err(e);
                     }
                     tracing::debug!(error = %e.chain(), "latchkey scheduler claim failed");
@@ -709,12 +730,18 @@ impl Scheduler {
         }
         drop(subscription);
         let grace = *self.inner.grace.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = tokio::time::timeout(grace, async {
-            while node.runs.join_next().await.is_some() {}
+        let mut runs = std::mem::take(&mut node.runs);
+        let _ =
+            tokio::time::timeout(grace, async { while runs.join_next().await.is_some() {} }).await;
+        // The runs still going on are stopped and hand their occurrences back, so that
+        // another node retries them at once; waited for here, so that the hand-backs are sent
+        // before the caller's runtime ends.
+        let _ = node.stop.send(true);
+        let _ = tokio::time::timeout(HAND_BACK, async {
+            while runs.join_next().await.is_some() {}
         })
         .await;
-        // Dropping the runs still going on hands their occurrences back.
-        node.runs.shutdown().await;
+        runs.shutdown().await;
         Ok(())
     }
 
@@ -833,6 +860,8 @@ struct JobState {
     next_due: Option<i64>,
     /// When it needs a node next (server ms), from the group's index.
     action: i64,
+    /// Registered by another node with another schedule: this node leaves it alone.
+    foreign: bool,
 }
 
 /// One node of a group, in [`Scheduler::run_until`].
@@ -841,15 +870,31 @@ struct Node<'a> {
     clock: Option<ServerClock>,
     state: HashMap<Arc<str>, JobState>,
     runs: JoinSet<()>,
+    /// Tells the runs going on to stop and hand their occurrences back.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// What one claim call answered.
 enum Claimed {
     Run(GuardCore<JobHold>),
-    Wait { ms: i64, now: i64 },
-    Retry { due: i64, attempts: u32, now: i64 },
-    Moved { next_due: i64, now: i64 },
+    Wait {
+        ms: i64,
+        now: i64,
+    },
+    Retry {
+        due: i64,
+        attempts: u32,
+        now: i64,
+    },
+    Moved {
+        next_due: i64,
+        now: i64,
+    },
     Unregistered,
+    /// The job is registered with another schedule (another node's, registered last).
+    Foreign {
+        now: i64,
+    },
 }
 
 impl Node<'_> {
@@ -896,11 +941,13 @@ impl Node<'_> {
         let index: HashMap<String, f64> = index.into_iter().collect();
         for (name, state) in &mut self.state {
             match index.get(&**name) {
+                Some(_) if state.foreign => {}
                 Some(action) => state.action = *action as i64,
                 // Gone from the index (the group's keys expired): registered again at once.
                 None => {
                     state.next_due = None;
                     state.action = 0;
+                    state.foreign = false;
                 }
             }
         }
@@ -935,6 +982,7 @@ impl Node<'_> {
         if let Some(state) = self.state.get_mut(name) {
             state.next_due = Some(next_due);
             state.action = next_due;
+            state.foreign = false;
         }
         Ok(())
     }
@@ -996,6 +1044,7 @@ impl Node<'_> {
                     skipped: 0,
                     attempt: attempts + 1,
                     queue: false,
+                    as_of: 0,
                 },
                 None => plan(&job, next_due, now)?,
             };
@@ -1028,6 +1077,24 @@ impl Node<'_> {
                     if let Some(state) = self.state.get_mut(name) {
                         state.next_due = None;
                     }
+                }
+                Claimed::Foreign { now } => {
+                    self.observe(now);
+                    if let Some(state) = self.state.get_mut(name) {
+                        if !state.foreign {
+                            tracing::warn!(
+                                group = %self.scheduler.inner.group,
+                                job = %job.name,
+                                schedule = %job.schedule,
+                                "latchkey: another node registered this job with another \
+                                 schedule after this one; this node runs none of its \
+                                 occurrences until it registers it again (restart)"
+                            );
+                        }
+                        state.foreign = true;
+                        state.action = i64::MAX;
+                    }
+                    return Ok(());
                 }
             }
         }
@@ -1082,6 +1149,8 @@ impl Node<'_> {
                 .to_owned(),
                 (IDLE.as_millis() as u64).to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
+                job.schedule.to_string(),
+                plan.as_of.to_string(),
             ]
         };
         let attempt = attempt_hold(
@@ -1116,6 +1185,7 @@ impl Node<'_> {
             }),
             (_, Some(&[3 | 4, next_due, now])) => Ok(Claimed::Moved { next_due, now }),
             (_, Some(&[-1])) => Ok(Claimed::Unregistered),
+            (_, Some(&[5, now])) => Ok(Claimed::Foreign { now }),
             (_, reply) => Err(unexpected("the job claim script", reply)),
         }
     }
@@ -1141,6 +1211,7 @@ impl Node<'_> {
             token = core.fencing_token().get(),
             attempt
         );
+        let mut stop = self.stop.subscribe();
         let task = async move {
             let started = Instant::now();
             let work = AssertUnwindSafe((job.handler)(run)).catch_unwind();
@@ -1152,6 +1223,9 @@ impl Node<'_> {
             };
             let (label, outcome) = tokio::select! {
                 _ = core.lost() => ("lost", None),
+                _ = stop.wait_for(|stop| *stop) => {
+                    ("handed_back", Some("handed back".to_owned()))
+                }
                 result = limited => match result {
                     Some(Ok(Ok(()))) => ("ok", Some("ok".to_owned())),
                     Some(Ok(Err(e))) => ("failed", Some(format!("failed: {e}"))),
@@ -1234,6 +1308,9 @@ struct Plan {
     /// Wait for a run going on whatever the job's [`Overlap`]: a catch-up of
     /// [`Missed::RunEach`], whose runs follow each other.
     queue: bool,
+    /// The server's clock as this node reckoned it for the plan (ms): the script sends the
+    /// node back to plan again when the server's clock is behind it.
+    as_of: i64,
 }
 
 /// What to ask for job `job` whose next occurrence is `next_due`, at server time `now`: the
@@ -1289,6 +1366,7 @@ fn plan(job: &Job, next_due: i64, now: i64) -> Result<Plan> {
         skipped: skipped.min(u64::from(u32::MAX)) as u32,
         attempt: 1,
         queue: false,
+        as_of: now,
     };
     if count == 1 {
         return Ok(one("claim", next_due, after(next_due)?, 0));

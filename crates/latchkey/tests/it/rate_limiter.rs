@@ -349,6 +349,15 @@ async fn per_client_limiters_give_each_client_its_own_budget() {
             .await
             .unwrap();
         assert_eq!(logged, 3);
+        // A client's own window expires an interval after its last use (Redisson's keeps a
+        // pair of keys per client process ever started).
+        for key in [
+            format!("{{exports}}:value:{id}"),
+            format!("{{exports}}:permits:{id}"),
+        ] {
+            let ttl: i64 = conn.pttl(&key).await.unwrap();
+            assert!(ttl > 25_000 && ttl <= 30_000, "{key} expires in {ttl} ms");
+        }
     }
     let overall: bool = conn.exists("{exports}:value").await.unwrap();
     assert!(!overall);
