@@ -87,7 +87,10 @@ async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         return Err("a report was written twice".into());
     }
     for job in schedulers[0].jobs().await? {
-        println!("job {} ({}): next due {:?}", job.name, job.schedule, job.next_due);
+        println!(
+            "job {} ({}): next due {:?}",
+            job.name, job.schedule, job.next_due
+        );
     }
     Ok(())
 }

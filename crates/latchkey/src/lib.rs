@@ -65,6 +65,10 @@ pub use permit_semaphore::{LeasedPermits, PermitId, PermitOptions, PermitSemapho
 pub use queue::{
     Ack, BlockingQueue, DeadLetter, DelayedQueue, Delivery, ItemId, Nack, PendingItem,
 };
+#[cfg(feature = "tower")]
+pub use rate_limit::{
+    FailPolicy, RateLimitError, RateLimitLayer, RateLimitService, RateLimited, ResponseFuture,
+};
 pub use rate_limit::{GcraLimiter, Quota, RateConfig, RateDecision, RateLimiter, RateType};
 pub use redlock::{RedLock, RedLockBuilder, RedLockGuard};
 pub use replica::ReplicaSync;

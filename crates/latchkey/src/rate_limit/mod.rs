@@ -1,15 +1,22 @@
 //! Rate limiters: [`RateLimiter`], Redisson's sliding window (`RRateLimiter`'s layout, shared
 //! with Java services), and [`GcraLimiter`], one small key per limited entity for per-key
-//! limits at any rate.
+//! limits at any rate. With the `tower` feature, `RateLimitLayer` puts a `GcraLimiter` in front
+//! of a tower service (an axum router), one key per request.
 //!
 //! What they share is here: the wait for room (sleep until the time the server said room comes
 //! back, plus jitter; no pub/sub, since a window opens with time rather than with a release),
 //! and the metrics and spans of a decision.
 
 mod gcra;
+#[cfg(feature = "tower")]
+mod layer;
 mod rate_limiter;
 
 pub use gcra::{GcraLimiter, Quota, RateDecision};
+#[cfg(feature = "tower")]
+pub use layer::{
+    FailPolicy, RateLimitError, RateLimitLayer, RateLimitService, RateLimited, ResponseFuture,
+};
 pub use rate_limiter::{RateConfig, RateLimiter, RateType};
 
 use std::future::Future;

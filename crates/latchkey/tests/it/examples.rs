@@ -51,7 +51,13 @@ fn examples_dir() -> PathBuf {
             }
         }
         build
-            .args(["build", "--quiet", "--examples", "--all-features", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--examples",
+                "--all-features",
+                "--manifest-path",
+            ])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
             .arg("--target-dir")
             .arg(
@@ -198,6 +204,19 @@ async fn nightly_report_is_written_on_one_node() {
     assert!(
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens {tokens:?} do not increase:\n{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn axum_rate_limit_answers_429_with_retry_after() {
+    let stdout = check_example(
+        "axum_rate_limit",
+        "the per-key limit held: 3 of 5 admitted, the others told to retry in 1 s",
+    )
+    .await;
+    assert!(
+        stdout.contains("key noisy, request 4: 429, retry-after: 1, ratelimit-limit: 3"),
+        "{stdout}"
     );
 }
 

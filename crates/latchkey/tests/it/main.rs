@@ -26,6 +26,7 @@ mod lock;
 mod metrics;
 mod multi_lock;
 mod queue_cluster;
+mod rate_limit_layer;
 mod rate_limiter;
 mod redlock;
 mod rwlock;
