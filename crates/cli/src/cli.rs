@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::connect::Target;
 use crate::exit;
 use crate::opt::{Command, Opt};
-use crate::{cron, demo, elect, list, queue, release, run as run_cmd, status};
+use crate::{cron, demo, elect, limit, list, queue, release, run as run_cmd, status};
 
 /// Runs one subcommand to completion and returns its exit code.
 ///
@@ -27,6 +27,7 @@ pub fn run(opt: Opt) -> Result<ExitCode> {
         Command::Jobs(opt) => current_thread()?.block_on(cron::jobs(opt)),
         Command::Status(opt) => current_thread()?.block_on(status::run(opt)),
         Command::List(opt) => current_thread()?.block_on(list::run(opt)),
+        Command::Limit(opt) => current_thread()?.block_on(limit::run(opt)),
         Command::Release(opt) => current_thread()?.block_on(release::run(opt)),
         Command::Queue(opt) => current_thread()?.block_on(queue::run(opt)),
         Command::Demo(opt) => {

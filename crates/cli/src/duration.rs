@@ -112,6 +112,19 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// The form the flags take, for a setting read back (`1s`, `500ms`, `2m`, `1h`, `1500ms`): the
+/// largest unit that divides it, down to whole milliseconds.
+pub fn compact(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0 => "0".to_owned(),
+        _ if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        _ if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1000) => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +170,12 @@ mod tests {
         assert_eq!(human(Duration::from_micros(12_340)), "12.3 ms");
         assert_eq!(human(Duration::from_millis(4200)), "4.20 s");
         assert_eq!(human(Duration::from_secs(200)), "3 m 20 s");
+    }
+
+    #[test]
+    fn settings_read_back_as_flags_write_them() {
+        for text in ["0", "1s", "500ms", "1500ms", "2m", "90s", "1h", "36h"] {
+            assert_eq!(compact(parse(text).unwrap()), text);
+        }
     }
 }

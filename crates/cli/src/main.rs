@@ -10,6 +10,7 @@ mod demo;
 mod duration;
 mod elect;
 mod exit;
+mod limit;
 mod list;
 mod opt;
 mod queue;

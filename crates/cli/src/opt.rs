@@ -4,13 +4,14 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use latchkey_redis::RateLimiter;
 
 use crate::duration;
 use crate::exit;
 
 const ABOUT: &str = "Distributed locks kept in Redis (Redisson-compatible), from the shell: run a \
-command under a lock or only while leading an election, inspect and release locks, use delayed \
-queues, watch the demo.";
+command under a lock or only while leading an election, inspect and release locks, show and set \
+rate limits, use delayed queues, watch the demo.";
 
 /// The `latchkey` command.
 #[derive(Debug, Parser)]
@@ -71,17 +72,30 @@ pub enum Command {
     /// Show the scheduled jobs of a group: schedule, next occurrence, the run going on and the
     /// last one (with the node that ran it).
     Jobs(JobsOpt),
-    /// Show locks and semaphores: holders, hold counts, remaining lease, fencing token, waiting
-    /// clients; a fair lock's queue, a read-write lock's mode, a semaphore's permits.
+    /// Show locks, semaphores, rate limiters and job groups: holders, hold counts, remaining
+    /// lease, fencing token, waiting clients; a fair lock's queue, a read-write lock's mode, a
+    /// semaphore's permits, a rate limiter's rate and permits left, a job group's jobs.
     ///
     /// The kind is recognized from what is kept under each name. With --watch, a live view
     /// (redrawn in place on a terminal, a snapshot per read otherwise) until Ctrl-C.
     Status(StatusOpt),
-    /// List the locks and semaphores that exist, with kind, holder count and lease.
+    /// List the locks, semaphores, rate limiters and job groups that exist, with kind, holder
+    /// count, lease and a detail (a lock's first holder, a limiter's rate, a group's jobs).
     ///
     /// Uses SCAN (never KEYS), on every primary of a cluster. The keys derived from a name
-    /// (fencing counters, queues, leases) are not listed.
+    /// (fencing counters, queues, leases, a limiter's windows) are not listed.
     List(ListOpt),
+    /// Show a rate limiter's rate and the permits its window has left; with --set, set the rate.
+    ///
+    /// The limiter is Redisson's RRateLimiter layout, as the library's `Client::rate_limiter`
+    /// keeps it: Java and Rust services that share it see the new rate at their next call.
+    /// --set replaces the config in place (--per-client and --keep-alive included: without
+    /// them, the limiter is overall and never expires) and restarts the window, empty: every
+    /// permit of the new rate is available at once. Per-client windows of other clients are
+    /// not restarted. A name that holds something else (a lock, a semaphore) is refused and
+    /// left as it is.
+    #[command(after_help = exit::TABLE)]
+    Limit(LimitOpt),
     /// Release a lock whoever holds it (its holders see their lock lost).
     Release(ReleaseOpt),
     /// Offer items to a delayed queue, take ready items, show a queue's counts.
@@ -289,7 +303,7 @@ pub struct StatusOpt {
     /// How to reach Redis.
     #[command(flatten)]
     pub connect: ConnectOpts,
-    /// The names of the locks or semaphores.
+    /// The names of the locks, semaphores, rate limiters or job groups.
     #[arg(value_name = "NAME", required = true)]
     pub names: Vec<String>,
     /// Print JSON on stdout: one object per name, one per line.
@@ -298,6 +312,76 @@ pub struct StatusOpt {
     /// Keep showing them, refreshed in place (Redis is read twice a second), until Ctrl-C.
     #[arg(short, long)]
     pub watch: bool,
+}
+
+/// Options of `latchkey limit`.
+#[derive(Debug, Args)]
+pub struct LimitOpt {
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: ConnectOpts,
+    /// The rate limiter's name.
+    pub name: String,
+    /// Set the rate: RATE permits per INTERVAL (`100/1s`, `5/500ms`, `1000/1h`), replacing the
+    /// config and restarting the window.
+    #[arg(long, value_name = "RATE/INTERVAL", value_parser = rate_spec)]
+    pub set: Option<RateSpec>,
+    /// With --set: a budget of RATE per INTERVAL for each client (each latchkey client, each
+    /// Redisson instance) instead of one shared by all.
+    #[arg(long, requires = "set")]
+    pub per_client: bool,
+    /// With --set: delete the limiter (config and windows) once unused for this long (at
+    /// least the interval). Default: kept until deleted.
+    #[arg(long, value_name = "DURATION", requires = "set", value_parser = duration::positive)]
+    pub keep_alive: Option<Duration>,
+    /// Print JSON on stdout: one object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A rate as `--set` gives it: `rate` permits per `interval`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateSpec {
+    /// Permits per interval, 1 to `RateLimiter::MAX_RATE`.
+    pub rate: u64,
+    /// The window, whole milliseconds from 1 ms to `RateLimiter::MAX_INTERVAL`.
+    pub interval: Duration,
+}
+
+/// Parses `RATE/INTERVAL` within the library's limits, so that a bad rate is refused before
+/// anything is sent.
+fn rate_spec(text: &str) -> Result<RateSpec, String> {
+    let example = "e.g. 100/1s for 100 permits a second";
+    let (rate, interval) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not RATE/INTERVAL; write {example}"))?;
+    let rate: u64 = rate
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{rate}` is not a number of permits; write {example}"))?;
+    if rate == 0 {
+        return Err("a rate of 0 would never grant a permit; give at least 1".to_owned());
+    }
+    if rate > RateLimiter::MAX_RATE {
+        return Err(format!(
+            "{rate} is more than the maximum rate, {}",
+            RateLimiter::MAX_RATE
+        ));
+    }
+    let interval = duration::parse(interval)?;
+    if interval < Duration::from_millis(1) || interval > RateLimiter::MAX_INTERVAL {
+        return Err(format!(
+            "the interval must be 1ms to {} days",
+            RateLimiter::MAX_INTERVAL.as_secs() / 86_400
+        ));
+    }
+    if !interval.subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(format!(
+            "the interval {interval:?} is not a whole number of milliseconds, the unit the \
+             limiter keeps"
+        ));
+    }
+    Ok(RateSpec { rate, interval })
 }
 
 /// Options of `latchkey list`.

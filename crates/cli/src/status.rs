@@ -1,11 +1,12 @@
-//! `latchkey status`: snapshots of locks and semaphores, once or live (`--watch`).
+//! `latchkey status`: snapshots of locks, semaphores, rate limiters and job groups, once or
+//! live (`--watch`).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use latchkey_redis::{Client, ClientInfo, Inspection, Kind, LockStatus};
+use latchkey_redis::{Client, ClientInfo, Inspection, Kind, LockStatus, RateConfig};
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 use crate::connect::{self, Target};
 use crate::duration::human;
 use crate::opt::StatusOpt;
+use crate::{cron, limit};
 
 /// How often `--watch` redraws (the lease counts down between reads).
 const REDRAW: Duration = Duration::from_millis(250);
@@ -123,6 +125,18 @@ enum Snapshot {
         available: i64,
         leased: Vec<(String, Duration)>,
     },
+    /// A rate limiter: its rate, and the permits left for an overall one.
+    RateLimiter {
+        name: String,
+        config: RateConfig,
+        available: Option<i64>,
+    },
+    /// A job group: each job as `latchkey jobs` shows it, in text and JSON.
+    Jobs {
+        name: String,
+        texts: Vec<String>,
+        json: Vec<serde_json::Value>,
+    },
 }
 
 /// A lock's holders, lease, token and waiters.
@@ -230,6 +244,13 @@ impl Snapshot {
             });
         };
         let name = name.to_owned();
+        if let (Kind::RateLimiter, Some(config)) = (found.kind, found.rate) {
+            return Ok(Snapshot::RateLimiter {
+                name,
+                config,
+                available: found.available_permits,
+            });
+        }
         Ok(match found.kind {
             Kind::RwLock => Snapshot::RwLock {
                 view: LockView::from_inspection(&found).identify(client).await,
@@ -250,6 +271,19 @@ impl Snapshot {
                     .collect(),
                 name,
             },
+            Kind::JobGroup => {
+                let jobs = client
+                    .scheduler(name.clone())
+                    .jobs()
+                    .await
+                    .with_context(context)?;
+                let (mut texts, mut json) = (Vec::new(), Vec::new());
+                for job in &jobs {
+                    texts.push(cron::job_text(client, job).await);
+                    json.push(cron::job_json(client, job).await);
+                }
+                Snapshot::Jobs { name, texts, json }
+            }
             kind => Snapshot::Lock {
                 view: LockView::from_inspection(&found).identify(client).await,
                 kind: kind.as_str(),
@@ -306,6 +340,16 @@ impl Snapshot {
                     "remaining_lease_ms": left.saturating_sub(since).as_millis() as u64,
                 })).collect::<Vec<_>>(),
             }),
+            Snapshot::RateLimiter {
+                name,
+                config,
+                available,
+            } => limit::to_json(name, config, *available),
+            Snapshot::Jobs { name, json, .. } => json!({
+                "group": name,
+                "kind": "jobs",
+                "jobs": json,
+            }),
         }
     }
 
@@ -350,6 +394,22 @@ impl Snapshot {
                         "holder    permit {id}  (lease {} left)\n",
                         human(left.saturating_sub(since))
                     ));
+                }
+                out
+            }
+            Snapshot::RateLimiter {
+                name,
+                config,
+                available,
+            } => limit::to_text(name, config, *available),
+            Snapshot::Jobs { name, texts, .. } => {
+                let mut out = format!(
+                    "jobs      {name} (job group of {} job{}, as `latchkey jobs {name}` shows)\n",
+                    texts.len(),
+                    if texts.len() == 1 { "" } else { "s" }
+                );
+                for text in texts {
+                    out.push_str(text);
                 }
                 out
             }

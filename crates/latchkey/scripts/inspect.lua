@@ -9,12 +9,15 @@
 -- KEYS[6]  the read-write lock's pending writers (zset: "<owner>:write" -> mark ends, server ms)
 -- KEYS[7]  latchkey's record of a semaphore's total permits
 -- KEYS[8]  the permit semaphore's leases (zset: permit id -> lease end, server ms)
+-- KEYS[9]  a scheduler group's index (zset: job name -> next action), latchkey_jobs:{name}
 --
 -- Returns one of
 --   {'lock', holders (flat owner/count list), pttl, token or -1, waiting clients, fair queue}
 --   {'rwlock', holders (flat, without `mode`), pttl, token or -1, pending writers, mode}
 --   {'semaphore', available, total or -1}
 --   {'permit_semaphore', available, leases (flat id/end list, the first 1000), server ms}
+--   {'rate_limiter', rate, interval ms, type, keep-alive ms (0: none)}
+--   {'jobs', number of jobs}
 --   {'none'}
 -- and refuses, as WRONGTYPE, a key of another type.
 acl_check({'get', 'hgetall', 'lrange', 'pttl', 'time', 'type', 'zcard', 'zcount', 'zrange'})
@@ -44,14 +47,31 @@ local found = key_type(KEYS[1])
 if found == 'hash' then
     local fields = redis.call('hgetall', KEYS[1])
     local mode = nil
+    local config = {}
     local holders = {}
     for i = 1, #fields, 2 do
-        if fields[i] == 'mode' then
-            mode = fields[i + 1]
+        local field, value = fields[i], fields[i + 1]
+        if field == 'mode' then
+            mode = value
         else
-            holders[#holders + 1] = fields[i]
-            holders[#holders + 1] = fields[i + 1]
+            if field == 'rate' or field == 'interval' or field == 'type'
+                or field == 'keepAliveTime' then
+                config[field] = value
+            end
+            holders[#holders + 1] = field
+            holders[#holders + 1] = value
         end
+    end
+    -- A rate limiter's config (Redisson's RRateLimiter) has `rate`, `interval` and `type`; a
+    -- lock's fields are owner ids (`<uuid>:<n>`), a read-write lock's `mode` and owner ids.
+    if config.rate and config.interval and config.type then
+        local rate, interval = tonumber(config.rate), tonumber(config.interval)
+        if rate == nil or interval == nil then
+            wrong_type('the key holds a hash whose rate or interval is not a number: not a '
+                .. 'rate limiter')
+        end
+        return {'rate_limiter', rate, interval, config.type,
+            tonumber(config.keepAliveTime or '0') or 0}
     end
     if mode ~= nil then
         local writers = 0
@@ -77,6 +97,10 @@ elseif found == 'none' then
     local queue = fair_queue()
     if #queue > 0 then
         return {'lock', {}, -2, count_of(KEYS[2]), size_of(KEYS[3]), queue}
+    end
+    -- A scheduler group keeps no key under its own name: its index says it is there.
+    if key_type(KEYS[9]) == 'zset' then
+        return {'jobs', redis.call('zcard', KEYS[9])}
     end
     return {'none'}
 end

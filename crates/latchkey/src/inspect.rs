@@ -1,6 +1,6 @@
 //! Reads for operators: what a name holds ([`Client::inspect`]) and which names exist
-//! ([`Client::scan_names`]). The Redisson layouts are recognized here, so that tools (the
-//! `latchkey` command's `status` and `list`) need not know them.
+//! ([`Client::scan_names`]). The Redisson layouts (and the scheduler's) are recognized here, so
+//! that tools (the `latchkey` command's `status` and `list`) need not know them.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,10 +10,12 @@ use redis::{FromRedisValue, Value};
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{
-    check_name, FairLockKeys, LockKeys, PermitSemaphoreKeys, RwLockKeys, SemaphoreKeys,
+    check_name, object_name, prefix_name, FairLockKeys, LockKeys, PermitSemaphoreKeys, RwLockKeys,
+    SemaphoreKeys,
 };
 use crate::lock::{holders, lease, token, Holder};
 use crate::permit_semaphore::PermitId;
+use crate::rate_limit::{RateConfig, RateType};
 use crate::scripts;
 use crate::scripts::Invoke;
 use crate::wait::unexpected;
@@ -21,12 +23,18 @@ use crate::wait::unexpected;
 /// How many keys one `SCAN` call is asked to look at.
 const SCAN_COUNT: u32 = 1000;
 
+/// The prefix of a scheduler group's index, the one key that says a group exists
+/// (`latchkey_jobs:{<group>}`, see `scheduler.rs`).
+const JOB_INDEX: &str = "latchkey_jobs";
+
 /// Which primitive a name holds, as [`Client::inspect`] recognizes it from its Redisson layout.
 ///
 /// A fair lock and a lock share their layout (a hash of owners): a lock with owners in the fair
 /// lock's queue is a [`Kind::FairLock`], one without is a [`Kind::Lock`]. A semaphore, a permit
 /// semaphore without leased permits and a count-down latch are all a count: they show as a
-/// [`Kind::Semaphore`].
+/// [`Kind::Semaphore`]. A rate limiter is a hash with `rate`, `interval` and `type` fields
+/// (Redisson's `RRateLimiter` config). A scheduler group keeps nothing under its own name: it is
+/// recognized by its index (`latchkey_jobs:{<group>}`), when the name holds nothing else.
 ///
 /// # Examples
 ///
@@ -46,15 +54,23 @@ pub enum Kind {
     Semaphore,
     /// A permit semaphore ([`PermitSemaphore`](crate::PermitSemaphore)) with leased permits.
     PermitSemaphore,
+    /// A sliding-window rate limiter ([`RateLimiter`](crate::RateLimiter), Redisson's
+    /// `RRateLimiter`) whose rate is set.
+    RateLimiter,
+    /// A group of scheduled jobs (`Client::scheduler`, cargo feature `scheduler`) that some
+    /// node registered.
+    JobGroup,
 }
 
 impl Kind {
-    /// A short lowercase name: `lock`, `fair_lock`, `rw_lock`, `semaphore`, `permit_semaphore`.
+    /// A short lowercase name: `lock`, `fair_lock`, `rw_lock`, `semaphore`, `permit_semaphore`,
+    /// `rate_limiter`, `jobs` (a job group).
     ///
     /// # Examples
     ///
     /// ```
     /// assert_eq!(latchkey_redis::Kind::FairLock.as_str(), "fair_lock");
+    /// assert_eq!(latchkey_redis::Kind::JobGroup.as_str(), "jobs");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,10 +79,12 @@ impl Kind {
             Kind::RwLock => "rw_lock",
             Kind::Semaphore => "semaphore",
             Kind::PermitSemaphore => "permit_semaphore",
+            Kind::RateLimiter => "rate_limiter",
+            Kind::JobGroup => "jobs",
         }
     }
 
-    /// Whether this is a lock of some kind (not a semaphore).
+    /// Whether this is a lock of some kind (not a semaphore, rate limiter or job group).
     ///
     /// # Examples
     ///
@@ -145,12 +163,19 @@ pub struct Inspection {
     /// Fair locks: the owners in line, first in line first (at most 1000).
     pub fair_queue: Vec<String>,
     /// Semaphores: the permits available now (negative after permits were taken away while
-    /// held).
+    /// held). Rate limiters of [`RateType::Overall`]: the permits the window has left now
+    /// (negative when the rate was lowered under the grants in the window); `None` for
+    /// [`RateType::PerClient`], whose clients each have a window of their own.
     pub available_permits: Option<i64>,
     /// Semaphores: the total set with `try_set_permits` by latchkey, if recorded.
     pub total_permits: Option<u64>,
     /// Permit semaphores: the leased permits (at most 1000), earliest lease end first.
     pub leased_permits: Vec<LeasedPermit>,
+    /// Rate limiters: the rate in place, as [`RateLimiter::rate`](crate::RateLimiter::rate)
+    /// reads it.
+    pub rate: Option<RateConfig>,
+    /// Job groups: how many jobs are registered (`Scheduler::jobs` reads them).
+    pub jobs: Option<u64>,
 }
 
 impl Inspection {
@@ -167,6 +192,8 @@ impl Inspection {
             available_permits: None,
             total_permits: None,
             leased_permits: Vec::new(),
+            rate: None,
+            jobs: None,
         }
     }
 }
@@ -177,11 +204,13 @@ fn parse<T: FromRedisValue>(value: Value) -> Result<T> {
 
 impl Client {
     /// Reads what the name `name` holds, whichever primitive it is: a lock, a fair lock, a
-    /// read-write lock, a semaphore or a permit semaphore (recognized from their Redisson
-    /// layouts, see [`Kind`]), with its holders, lease, fencing token, waiting clients or
-    /// permits. `Ok(None)` when nothing is kept under the name. One read-only script call: a
-    /// snapshot for tools and dashboards, not something to decide on (it may be stale as soon
-    /// as it is read).
+    /// read-write lock, a semaphore, a permit semaphore or a rate limiter (recognized from their
+    /// Redisson layouts, see [`Kind`]), or a scheduler's job group, with its holders, lease,
+    /// fencing token, waiting clients, permits, rate or number of jobs. `Ok(None)` when nothing
+    /// is kept under the name. One read-only script call (and for a rate limiter of
+    /// [`RateType::Overall`], a second one that counts its window's permits): a snapshot for
+    /// tools and dashboards, not something to decide on (it may be stale as soon as it is
+    /// read).
     ///
     /// # Cancel safety
     ///
@@ -191,7 +220,8 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad name,
     /// [`Error::WrongType`](crate::Error::WrongType) when the key holds something else (a list,
-    /// a string that is not a count…), connection errors.
+    /// a string that is not a count, a hash with a `rate` that is not a number…) or a rate
+    /// limiter's window does, connection errors.
     ///
     /// # Examples
     ///
@@ -199,6 +229,9 @@ impl Client {
     /// # async fn f(client: latchkey_redis::Client) -> latchkey_redis::Result<()> {
     /// if let Some(found) = client.inspect("orders:1001").await? {
     ///     println!("{} is a {} held by {} owner(s)", found.name, found.kind.as_str(), found.holders.len());
+    /// }
+    /// if let Some(config) = client.inspect("geocoder").await?.and_then(|found| found.rate) {
+    ///     println!("geocoder: {} per {:?}", config.rate, config.interval);
     /// }
     /// # Ok(())
     /// # }
@@ -211,6 +244,7 @@ impl Client {
         let rw = RwLockKeys::new(namespace, name);
         let semaphore = SemaphoreKeys::new(namespace, name);
         let permits = PermitSemaphoreKeys::new(namespace, name);
+        let jobs = prefix_name(JOB_INDEX, &object_name(namespace, name));
         let mut invocation = scripts::INSPECT.invocation();
         invocation
             .key(&*lock.hash)
@@ -220,7 +254,8 @@ impl Client {
             .key(&*rw.token)
             .key(&*rw.writers)
             .key(&*semaphore.total)
-            .key(&*permits.leases);
+            .key(&*permits.leases)
+            .key(&jobs);
         let reply: Vec<Value> = self
             .inner
             .conn
@@ -300,6 +335,41 @@ impl Client {
                     ..Inspection::new(name, Kind::PermitSemaphore)
                 }
             }
+            "rate_limiter" => {
+                let rate: u64 = parse(next())?;
+                let interval: u64 = parse(next())?;
+                let rate_type: String = parse(next())?;
+                let keep_alive: u64 = parse(next())?;
+                // Redisson's scripts read anything but "1" as overall.
+                let rate_type = if rate_type == "1" {
+                    RateType::PerClient
+                } else {
+                    RateType::Overall
+                };
+                let mut config = RateConfig::new(rate_type, rate, Duration::from_millis(interval));
+                if keep_alive > 0 {
+                    config = config.with_keep_alive(Duration::from_millis(keep_alive));
+                }
+                // A per-client window is this client's own: not one an operator looks for.
+                let available_permits = match rate_type {
+                    RateType::PerClient => None,
+                    RateType::Overall => match self.rate_limiter(name).available_permits().await {
+                        Ok(left) => Some(left),
+                        // Deleted or expired since the first read.
+                        Err(error) if error.is_rate_not_set() => return Ok(None),
+                        Err(error) => return Err(error),
+                    },
+                };
+                Inspection {
+                    rate: Some(config),
+                    available_permits,
+                    ..Inspection::new(name, Kind::RateLimiter)
+                }
+            }
+            "jobs" => Inspection {
+                jobs: Some(parse(next())?),
+                ..Inspection::new(name, Kind::JobGroup)
+            },
             _ => return Err(unexpected("the inspect script", tag)),
         };
         Ok(Some(found))
@@ -312,11 +382,14 @@ impl Client {
     /// objects are found, and their names come without it.
     ///
     /// The keys latchkey and Redisson derive from an object's name (fencing counters, wait
-    /// queues, read leases, permit leases, queues' keys) are not names: they are left out, so
-    /// each object is listed once. What a name holds is read with [`Client::inspect`]; a
-    /// matching key of a kind latchkey does not keep (a plain list, say) is listed too, and
-    /// [`Client::inspect`] tells it apart. A scan sees every key that exists from its start to
-    /// its end; keys made or deleted meanwhile may or may not be seen.
+    /// queues, read leases, permit leases, a rate limiter's windows, queues' keys) are not
+    /// names: they are left out, so each object is listed once. Scheduler job groups keep no
+    /// key under their own name: a second scan finds their indexes (`MATCH latchkey_jobs:*`,
+    /// matched against `pattern` here), and their names are listed too. What a name holds is
+    /// read with [`Client::inspect`]; a matching key of a kind latchkey does not keep (a plain
+    /// list, say) is listed too, and [`Client::inspect`] tells it apart. A scan sees every key
+    /// that exists from its start to its end; keys made or deleted meanwhile may or may not be
+    /// seen.
     ///
     /// # Cancel safety
     ///
@@ -343,6 +416,34 @@ impl Client {
             Some(ns) => format!("{}:{pattern}", escape_glob(ns)),
             None => pattern.to_owned(),
         };
+        let keys = self.scan_keys(&full, pattern).await?;
+        let prefix = self.namespace().map(|ns| format!("{ns}:"));
+        let without_namespace = |key: String| match &prefix {
+            Some(prefix) => key.strip_prefix(prefix.as_str()).map(str::to_owned),
+            None => Some(key),
+        };
+        let names: BTreeSet<String> = keys.into_iter().filter_map(without_namespace).collect();
+        let mut objects: BTreeSet<String> = names
+            .iter()
+            .filter(|name| !is_derived(name, &names) && check_name(name).is_ok())
+            .cloned()
+            .collect();
+        let indexes = self.scan_keys(&format!("{JOB_INDEX}:*"), pattern).await?;
+        objects.extend(
+            indexes
+                .iter()
+                .filter_map(|key| job_group_of(key))
+                .filter_map(|object| without_namespace(object.to_owned()))
+                .filter(|group| {
+                    glob_match(pattern.as_bytes(), group.as_bytes()) && check_name(group).is_ok()
+                }),
+        );
+        Ok(objects.into_iter().collect())
+    }
+
+    /// The keys that match `pattern` (the whole key, namespace included), on every primary;
+    /// `name` is for errors.
+    async fn scan_keys(&self, pattern: &str, name: &str) -> Result<BTreeSet<String>> {
         let mut keys = BTreeSet::new();
         for slot in self.inner.conn.primary_slots().await? {
             let mut cursor: u64 = 0;
@@ -350,13 +451,13 @@ impl Client {
                 let mut scan = redis::cmd("SCAN");
                 scan.arg(cursor)
                     .arg("MATCH")
-                    .arg(&full)
+                    .arg(pattern)
                     .arg("COUNT")
                     .arg(SCAN_COUNT);
                 let (next, batch): (u64, Vec<Vec<u8>>) = self
                     .inner
                     .conn
-                    .query_on(Some(slot), &scan, "scanning for names", pattern)
+                    .query_on(Some(slot), &scan, "scanning for names", name)
                     .await?;
                 keys.extend(
                     batch
@@ -369,19 +470,7 @@ impl Client {
                 cursor = next;
             }
         }
-        let prefix = self.namespace().map(|ns| format!("{ns}:"));
-        let names: BTreeSet<String> = keys
-            .into_iter()
-            .filter_map(|key| match &prefix {
-                Some(prefix) => key.strip_prefix(prefix.as_str()).map(str::to_owned),
-                None => Some(key),
-            })
-            .collect();
-        Ok(names
-            .iter()
-            .filter(|name| !is_derived(name, &names) && check_name(name).is_ok())
-            .cloned()
-            .collect())
+        Ok(keys)
     }
 }
 
@@ -397,10 +486,104 @@ fn escape_glob(s: &str) -> String {
     out
 }
 
+/// Whether `text` matches the glob `pattern` as Redis `MATCH` reads it (`stringmatchlen` in
+/// Redis' `util.c`): `*`, `?`, `[abc]`, `[^abc]`, `[a-z]`, and `\` to escape.
+fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (pattern, text);
+    while let Some(&c) = p.first() {
+        match c {
+            b'*' => {
+                let rest = &p[p.iter().take_while(|&&b| b == b'*').count()..];
+                return rest.is_empty() || (0..=t.len()).any(|i| glob_match(rest, &t[i..]));
+            }
+            b'?' => {
+                let Some((_, tail)) = t.split_first() else {
+                    return false;
+                };
+                (p, t) = (&p[1..], tail);
+            }
+            b'[' => {
+                let Some((&ch, tail)) = t.split_first() else {
+                    return false;
+                };
+                let (matched, rest) = glob_class(&p[1..], ch);
+                if !matched {
+                    return false;
+                }
+                (p, t) = (rest, tail);
+            }
+            _ => {
+                // `\x` is `x`; a `\` that ends the pattern is itself.
+                let (literal, rest) = match p {
+                    [b'\\', escaped, rest @ ..] => (*escaped, rest),
+                    [literal, rest @ ..] => (*literal, rest),
+                    [] => unreachable!("the pattern has a first byte"),
+                };
+                match t.split_first() {
+                    Some((&ch, tail)) if ch == literal => (p, t) = (rest, tail),
+                    _ => return false,
+                }
+            }
+        }
+    }
+    t.is_empty()
+}
+
+/// A `[…]` class of a glob, from after its `[`: whether `ch` is in it, and the pattern after
+/// its `]` (nothing when it is not closed, as Redis reads it).
+fn glob_class(mut p: &[u8], ch: u8) -> (bool, &[u8]) {
+    let negated = p.first() == Some(&b'^');
+    if negated {
+        p = &p[1..];
+    }
+    let mut matched = false;
+    loop {
+        match p {
+            [] => break,
+            [b'\\', escaped, rest @ ..] => {
+                matched |= *escaped == ch;
+                p = rest;
+            }
+            [b']', rest @ ..] => {
+                p = rest;
+                break;
+            }
+            [start, b'-', end, rest @ ..] => {
+                matched |= (*start.min(end)..=*start.max(end)).contains(&ch);
+                p = rest;
+            }
+            [literal, rest @ ..] => {
+                matched |= *literal == ch;
+                p = rest;
+            }
+        }
+    }
+    (matched != negated, p)
+}
+
+/// The object name (namespace included) of the job group whose index is `key`
+/// (`latchkey_jobs:{<group>}`, or `latchkey_jobs:<group>` for a name with a hash tag of its
+/// own); `None` for another key.
+fn job_group_of(key: &str) -> Option<&str> {
+    let object = key.strip_prefix(JOB_INDEX)?.strip_prefix(':')?;
+    object_of(object)
+}
+
+/// The object name in `head`, a key made from it by Redisson's `suffixName` or `prefixName`:
+/// `{<name>}` for a name without `{`, else the name itself; `None` for anything else.
+fn object_of(head: &str) -> Option<&str> {
+    match head.strip_prefix('{').and_then(|h| h.strip_suffix('}')) {
+        Some(inner) if !inner.contains(['{', '}']) => Some(inner),
+        _ if head.contains('{') => Some(head),
+        _ => None,
+    }
+}
+
 /// Whether `name` is a key derived from an object's name rather than an object: a reserved
 /// prefix (`redisson_…`, `latchkey_…`: fencing counters, wait queues, queues' keys), a
-/// read-write lock's read lease (`{X}:<owner>:rwlock_timeout:<n>`), or a permit semaphore's
-/// leases (`{X}:timeout`) when `X` was found too.
+/// read-write lock's read lease (`{X}:<owner>:rwlock_timeout:<n>`), or, when `X` was found too,
+/// a permit semaphore's leases (`{X}:timeout`) or a rate limiter's windows (`{X}:value`,
+/// `{X}:permits`, and `{X}:value:<client id>`, `{X}:permits:<client id>` per client).
 fn is_derived(name: &str, names: &BTreeSet<String>) -> bool {
     if name.starts_with("redisson_") || name.starts_with("latchkey_") {
         return true;
@@ -410,14 +593,22 @@ fn is_derived(name: &str, names: &BTreeSet<String>) -> bool {
             return true;
         }
     }
-    if let Some(object) = name.strip_suffix(":timeout") {
-        let object = match object.strip_prefix('{').and_then(|o| o.strip_suffix('}')) {
-            Some(inner) if !inner.contains('{') => inner,
-            _ => object,
-        };
-        return names.contains(object);
-    }
-    false
+    let per_client = |suffix: &str| {
+        name.rsplit_once(suffix)
+            .filter(|(_, id)| !id.is_empty())
+            .map(|(head, _)| head)
+    };
+    [
+        name.strip_suffix(":timeout"),
+        name.strip_suffix(":value"),
+        name.strip_suffix(":permits"),
+        per_client(":value:"),
+        per_client(":permits:"),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(object_of)
+    .any(|object| names.contains(object))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use latchkey_redis::{Kind, RwMode};
+use latchkey_redis::{Kind, RateConfig, RateType, Run, RwMode};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
@@ -122,6 +122,131 @@ async fn scan_names_lists_objects_once_and_keeps_to_the_namespace() {
         vec!["job:9"],
         "another namespace's objects are not found without it"
     );
+}
+
+/// A rate limiter is recognized by its config hash, with its rate and, for an overall limiter,
+/// the permits its window has left; a per-client limiter's windows are each client's own. Its
+/// windows' keys are not names. A hash that looks like a config but is not one, and a window of
+/// another type, are refused as the wrong type, and nothing is changed.
+#[tokio::test]
+async fn inspect_recognizes_a_rate_limiter() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let config = RateConfig::new(RateType::Overall, 10, Duration::from_secs(60))
+        .with_keep_alive(Duration::from_secs(3600));
+    let geocoder = client.rate_limiter("geocoder");
+    assert!(geocoder.try_set_rate_with(config).await.unwrap());
+    geocoder.acquire(3).await.unwrap();
+    let found = client
+        .inspect("geocoder")
+        .await
+        .unwrap()
+        .expect("a limiter");
+    assert_eq!(found.kind, Kind::RateLimiter);
+    assert_eq!(found.rate, Some(config));
+    assert_eq!(found.available_permits, Some(7));
+    assert!(
+        found.holders.is_empty(),
+        "the config's fields are not holders"
+    );
+
+    let exports = client.rate_limiter("exports");
+    let per_client = RateConfig::new(RateType::PerClient, 5, Duration::from_millis(1500));
+    assert!(exports.try_set_rate_with(per_client).await.unwrap());
+    exports.acquire(1).await.unwrap();
+    let found = client.inspect("exports").await.unwrap().expect("a limiter");
+    assert_eq!(found.kind, Kind::RateLimiter);
+    assert_eq!(found.rate, Some(per_client));
+    assert_eq!(found.available_permits, None, "one window per client");
+
+    assert_eq!(
+        client.scan_names("*").await.unwrap(),
+        vec!["exports", "geocoder"],
+        "the windows (counters and logs, overall and per client) are not names"
+    );
+
+    let mut conn = server.conn().await;
+    let _: () = redis::cmd("HSET")
+        .arg("fake")
+        .arg(&["rate", "many", "interval", "1000", "type", "0"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = client.inspect("fake").await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+
+    let broken = client.rate_limiter("broken");
+    assert!(broken
+        .try_set_rate(RateType::Overall, 2, Duration::from_secs(60))
+        .await
+        .unwrap());
+    let _: () = conn.rpush("{broken}:value", "x").await.unwrap();
+    let err = client.inspect("broken").await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err:?}");
+    assert_eq!(
+        broken.rate().await.unwrap().map(|c| c.rate),
+        Some(2),
+        "reads only"
+    );
+}
+
+/// A scheduler group keeps nothing under its own name: `inspect` recognizes it by its index,
+/// with its number of jobs, and `scan_names` lists it, within the namespace and the pattern. An
+/// index of another type is not a group.
+#[tokio::test]
+async fn inspect_and_scan_names_find_a_job_group() {
+    let server = RedisServer::spawn();
+    let billing = builder(&server)
+        .namespace("billing")
+        .connect()
+        .await
+        .unwrap();
+    let scheduler = billing.scheduler("nightly");
+    for job in ["sweep", "report"] {
+        scheduler
+            .every(job, Duration::from_secs(3600), |_: Run| async {
+                Ok::<(), String>(())
+            })
+            .unwrap();
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = scheduler.clone();
+    let running = tokio::spawn(async move {
+        node.run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            billing.inspect("nightly").await.unwrap().is_some()
+        })
+        .await,
+        "the jobs are registered"
+    );
+    let found = billing.inspect("nightly").await.unwrap().unwrap();
+    assert_eq!(found.kind, Kind::JobGroup);
+    assert_eq!(found.jobs, Some(2));
+    assert_eq!(billing.scan_names("*").await.unwrap(), vec!["nightly"]);
+    assert_eq!(
+        billing.scan_names("night[a-z]*").await.unwrap(),
+        vec!["nightly"]
+    );
+    assert!(billing.scan_names("day*").await.unwrap().is_empty());
+    let plain = client(&server).await;
+    assert_eq!(plain.inspect("nightly").await.unwrap(), None);
+    assert_eq!(
+        plain.scan_names("billing:*").await.unwrap(),
+        vec!["billing:nightly"]
+    );
+
+    let mut conn = server.conn().await;
+    let _: () = conn.set("latchkey_jobs:{odd}", "x").await.unwrap();
+    // Listed by `scan_names`, as any key is; `inspect` tells it apart.
+    assert_eq!(plain.inspect("odd").await.unwrap(), None);
+
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
 }
 
 /// Every client registers what it is (host, process id, program, library version, name) under
