@@ -37,6 +37,16 @@ local function read_config()
     }
 end
 
+-- Refuses (WRONGTYPE) a config key that is another object's hash (a lock's, say): fields, but
+-- none of `rate`, `interval`, `type`. Setting a rate there would break that object.
+local function refuse_foreign_hash(rate, interval, kind)
+    if not rate and not interval and not kind
+        and redis.call('hlen', KEYS[1]) > 0 then
+        wrong_type('the rate limiter config is a hash of something else (a lock?), not a '
+            .. 'rate limiter\'s config: nothing was changed')
+    end
+end
+
 -- The counter and log keys of the window `config` uses: this client's for a per-client limiter.
 local function window_keys(config)
     if config.per_client then

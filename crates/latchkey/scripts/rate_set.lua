@@ -13,9 +13,13 @@
 -- (Redisson's setRate(RateLimiterArgs)). Other clients' per-client windows are not known here:
 -- they stay until they expire or the next setRate of those clients.
 --
--- Returns 1. A key of another type is refused (WRONGTYPE) and nothing changes.
+-- Returns 1. A key of another type, or another object's hash, is refused (WRONGTYPE) and
+-- nothing changes.
 acl_check({'del', 'hset', 'pexpire'})
-local old = read('the rate limiter config', 'hash', 'hget', KEYS[1], 'type')
+local config = read('the rate limiter config', 'hash', 'hmget', KEYS[1], 'rate', 'interval',
+    'type')
+refuse_foreign_hash(config[1], config[2], config[3])
+local old = config[3]
 expect_type(KEYS[2], 'string', 'the rate limiter counter')
 expect_type(KEYS[3], 'string', 'the rate limiter counter')
 expect_type(KEYS[4], 'zset', 'the rate limiter log')

@@ -10,11 +10,12 @@
 -- whether `type` was missing, that is whether this call set the rate up; then, with a keep-alive
 -- time, the config expires after it (the acquires renew it). The window's keys are not touched.
 --
--- Returns 1 when this call set the rate, 0 when it was set already. A config key of another type
--- is refused (WRONGTYPE) and nothing changes.
+-- Returns 1 when this call set the rate, 0 when it was set already. A config key of another type,
+-- or another object's hash, is refused (WRONGTYPE) and nothing changes.
 acl_check({'hset', 'pexpire'})
 local names = {'rate', 'interval', 'type', 'keepAliveTime'}
 local fields = read('the rate limiter config', 'hash', 'hmget', KEYS[1], unpack(names))
+refuse_foreign_hash(fields[1], fields[2], fields[3])
 local missing = {}
 for i, name in ipairs(names) do
     if not fields[i] then

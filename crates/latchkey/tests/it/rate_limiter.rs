@@ -817,6 +817,24 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
     refused(&mut conn, text.available_permits(), Error::is_wrong_type).await;
     refused(&mut conn, text.release(1), Error::is_wrong_type).await;
 
+    // A lock's hash under the name: setting a rate there would break the lock.
+    let held = client.lock("orders").lock().await.unwrap();
+    let orders = client.rate_limiter("orders");
+    for err in [
+        orders
+            .try_set_rate(RateType::Overall, 1, SECOND)
+            .await
+            .unwrap_err(),
+        orders
+            .set_rate(RateType::Overall, 1, SECOND)
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(err.is_wrong_type(), "{err}");
+    }
+    assert!(!held.is_lost());
+    held.unlock().await.unwrap();
+
     let _: () = conn.set("{strict}:permits", "not a log").await.unwrap();
     refused(&mut conn, limiter.acquire(1), Error::is_wrong_type).await;
     refused(&mut conn, limiter.release(1), Error::is_wrong_type).await;
