@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use crate::checker::Leftovers;
 use crate::history::{now_ns, read_histories, read_history_file, Event, EventKind, HistoryWriter};
-use crate::worker::{owner_file, stop_file, summary_file, Primitive, WorkerConfig, WorkerSummary};
+use crate::worker::{
+    owner_file, stop_file, summary_file, Primitive, WorkerConfig, WorkerSummary, JOB_NAME,
+};
 
 /// Whether the long soak was asked for (`LATCHKEY_SOAK=1`, or any value but
 /// `0` and the empty string).
@@ -165,6 +167,8 @@ pub struct CriticalSection {
     pub writes_started: u32,
     /// Its last recorded event.
     pub last: EventKind,
+    /// When that was recorded (`CLOCK_MONOTONIC` ns).
+    pub last_ns: u64,
 }
 
 /// The critical section a worker is in according to its `events` (one
@@ -181,6 +185,7 @@ pub fn critical_section(events: &[Event]) -> Option<CriticalSection> {
                     acquired_ns: event.time_ns,
                     writes_started: 0,
                     last: event.kind.clone(),
+                    last_ns: event.time_ns,
                 });
             }
             EventKind::ReleaseInvoke | EventKind::LostSignal => {
@@ -194,6 +199,7 @@ pub fn critical_section(events: &[Event]) -> Option<CriticalSection> {
                         c.writes_started += 1;
                     }
                     c.last = kind.clone();
+                    c.last_ns = event.time_ns;
                 }
             }
         }
@@ -560,6 +566,9 @@ pub struct LockKeyNames {
     pub lock: String,
     /// The fencing counter (expires once the lock has been idle for a while, by design).
     pub token: String,
+    /// The counter's field when [`LockKeyNames::token`] is a hash (a job's `token`); `None`
+    /// for a string counter.
+    pub token_field: Option<String>,
     /// The channel every waiter of the lock listens on (a fair lock's
     /// waiters listen on `<channel>:<owner id>` instead).
     pub channel: String,
@@ -571,6 +580,9 @@ pub struct LockKeyNames {
     /// Other keys that outlive the holds and expire once the lock is idle, like the fencing
     /// counter (an election's change log): not leftovers.
     pub idle_expiring: Vec<String>,
+    /// How long the fencing counter and [`LockKeyNames::idle_expiring`] outlive the last
+    /// lease ([`COUNTER_IDLE_MS`], or [`JOB_IDLE_MS`] for a job).
+    pub idle_ms: i64,
 }
 
 /// The longest a key of latchkey's wait queue lives: a waiter registers
@@ -581,6 +593,11 @@ pub const WAIT_QUEUE_TTL_MS: i64 = 4000;
 /// How long latchkey keeps a fencing counter (and an election's change log) after the last
 /// lease that used it: it expires then, so an idle lock leaves no key behind.
 pub const COUNTER_IDLE_MS: i64 = 60_000;
+
+/// How long a scheduler group's keys (a job's hash, with its fencing token, and the group's
+/// index) live after its last claim or registration: a week, so that a job's next occurrence
+/// and its tokens survive every node being down for a while.
+pub const JOB_IDLE_MS: i64 = 7 * 24 * 3600 * 1000;
 
 impl LockKeyNames {
     /// The names for [`latchkey_redis::Lock`] `name`: `<prefix>:{<name>}`, or
@@ -605,6 +622,7 @@ impl LockKeyNames {
             Primitive::Lock => LockKeyNames {
                 lock: name.to_owned(),
                 token: derived("redisson_lock_token"),
+                token_field: None,
                 channel: derived("redisson_lock__channel"),
                 waiting: vec![
                     derived("latchkey_lock_queue"),
@@ -613,10 +631,12 @@ impl LockKeyNames {
                 ],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
                 idle_expiring: Vec::new(),
+                idle_ms: COUNTER_IDLE_MS,
             },
             Primitive::FairLock => LockKeyNames {
                 lock: name.to_owned(),
                 token: derived("redisson_lock_token"),
+                token_field: None,
                 channel: derived("redisson_lock__channel"),
                 waiting: vec![
                     derived("redisson_lock_queue"),
@@ -624,18 +644,22 @@ impl LockKeyNames {
                 ],
                 waiting_ttl_ms: waiter_timeout.as_millis() as i64,
                 idle_expiring: Vec::new(),
+                idle_ms: COUNTER_IDLE_MS,
             },
             Primitive::WriteLock => LockKeyNames {
                 lock: name.to_owned(),
                 token: derived("latchkey_rwlock_token"),
+                token_field: None,
                 channel: derived("redisson_rwlock"),
                 waiting: vec![derived("latchkey_rwlock_writers")],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
                 idle_expiring: Vec::new(),
+                idle_ms: COUNTER_IDLE_MS,
             },
             Primitive::Election => LockKeyNames {
                 lock: derived("latchkey_election"),
                 token: derived("latchkey_election_term"),
+                token_field: None,
                 channel: derived("latchkey_election_channel"),
                 waiting: vec![
                     derived("latchkey_election_queue"),
@@ -644,6 +668,19 @@ impl LockKeyNames {
                 ],
                 waiting_ttl_ms: WAIT_QUEUE_TTL_MS,
                 idle_expiring: vec![derived("latchkey_election_log")],
+                idle_ms: COUNTER_IDLE_MS,
+            },
+            // `name` is the scheduler group; its one job is JOB_NAME. The run hash is the
+            // lock (a claim's field, its lease), the job hash keeps the token.
+            Primitive::Job => LockKeyNames {
+                lock: format!("{}:{JOB_NAME}", derived("latchkey_job_run")),
+                token: format!("{}:{JOB_NAME}", derived("latchkey_job")),
+                token_field: Some("token".to_owned()),
+                channel: derived("latchkey_jobs_channel"),
+                waiting: Vec::new(),
+                waiting_ttl_ms: 0,
+                idle_expiring: vec![derived("latchkey_jobs")],
+                idle_ms: JOB_IDLE_MS,
             },
         }
     }
@@ -701,16 +738,21 @@ impl Quiesced {
     /// What was wrong with the keys present when the workers stopped, given
     /// the lock's `names` and the longest lease used: the fencing counter
     /// (and the other idle-expiring keys) must expire within the lease plus
-    /// [`COUNTER_IDLE_MS`], the lock hash within
+    /// [`LockKeyNames::idle_ms`], the lock hash within
     /// `max_lease_ms`, the waiters' keys one of at most
     /// [`LockKeyNames::waiting_ttl_ms`]; no other key may exist. Empty when
     /// everything is accounted for.
     pub fn unaccounted_keys(&self, names: &LockKeyNames, max_lease_ms: i64) -> Vec<String> {
         let mut problems = Vec::new();
         for (key, (kind, pttl)) in &self.keys_at_stop {
-            let idle_expiry = *pttl > 0 && *pttl <= max_lease_ms + COUNTER_IDLE_MS;
+            let idle_expiry = *pttl > 0 && *pttl <= max_lease_ms + names.idle_ms;
+            let counter_kind = if names.token_field.is_some() {
+                "hash"
+            } else {
+                "string"
+            };
             let ok = if *key == names.token {
-                kind == "string" && idle_expiry
+                kind == counter_kind && idle_expiry
             } else if names.idle_expiring.contains(key) || is_registration(key) {
                 idle_expiry
             } else if *key == names.lock {
@@ -880,9 +922,11 @@ pub fn quiesce(
             );
         }
     }
-    let counter: Option<String> = admin
-        .query(redis::cmd("GET").arg(&names.token))
-        .unwrap_or(None);
+    let counter: Option<String> = match &names.token_field {
+        Some(field) => admin.query(redis::cmd("HGET").arg(&names.token).arg(field)),
+        None => admin.query(redis::cmd("GET").arg(&names.token)),
+    }
+    .unwrap_or(None);
     quiesced.token_counter = counter.and_then(|c| c.parse().ok());
     quiesced.token_counter_pttl = Some(pttl(admin, &names.token)).filter(|&p| p != -2);
     quiesced.leftovers = leftovers;
@@ -966,6 +1010,12 @@ mod tests {
         assert_eq!(write.token, "latchkey_rwlock_token:{a}");
         assert_eq!(write.channel, "redisson_rwlock:{a}");
         assert_eq!(write.waiting, ["latchkey_rwlock_writers:{a}"]);
+        let job = LockKeyNames::of(Primitive::Job, "g", Duration::ZERO);
+        assert_eq!(job.lock, "latchkey_job_run:{g}:job");
+        assert_eq!(job.token, "latchkey_job:{g}:job");
+        assert_eq!(job.token_field.as_deref(), Some("token"));
+        assert_eq!(job.channel, "latchkey_jobs_channel:{g}");
+        assert_eq!(job.idle_expiring, ["latchkey_jobs:{g}"]);
     }
 
     #[test]

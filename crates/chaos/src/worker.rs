@@ -22,6 +22,10 @@
 //!    or when the harness creates the stop file (see [`stop_file`]), and
 //!    writes a [`WorkerSummary`].
 //!
+//! A [`Primitive::Job`] worker runs a scheduler instead of step 3: every run
+//! of its job is a hold, recorded and written in the same way (see the
+//! `job` module).
+//!
 //! Everything is recorded with [`HistoryWriter`] on `CLOCK_MONOTONIC`, the
 //! clock all processes share.
 
@@ -37,6 +41,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{EventKind, HistoryWriter};
 use crate::store::FENCED_WRITE_LUA;
+
+mod job;
+
+pub use job::{job_due_of, job_write_value};
 
 /// Which latchkey primitive the workers of a run contend for (on
 /// [`WorkerConfig::lock_url`]; [`WorkerConfig::redlock_urls`] overrides it).
@@ -54,7 +62,16 @@ pub enum Primitive {
     /// release a resignation (always the watchdog lease: [`WorkerConfig::lease_ms`] is not
     /// used).
     Election,
+    /// A job of a [`latchkey_redis::Scheduler`] (group [`WorkerConfig::lock_name`], job
+    /// [`JOB_NAME`], every [`WorkerConfig::job_interval_ms`]): a hold is one run of an
+    /// occurrence, its fencing token the run's, its release the handler's return (always the
+    /// watchdog lease). The worker runs the scheduler instead of acquire rounds; see
+    /// [`job_write_value`] for what its writes carry.
+    Job,
 }
+
+/// The name of the one job a [`Primitive::Job`] worker registers.
+pub const JOB_NAME: &str = "job";
 
 /// Everything a worker process needs; passed as JSON in its only argument.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +127,8 @@ pub struct WorkerConfig {
     pub max_attempts: u64,
     /// Stop this long after starting, whatever happens.
     pub run_for_ms: u64,
+    /// The job's interval ([`Primitive::Job`]).
+    pub job_interval_ms: u64,
 }
 
 impl WorkerConfig {
@@ -139,6 +158,7 @@ impl WorkerConfig {
             max_acquires: 1_000,
             max_attempts: 100_000,
             run_for_ms: 120_000,
+            job_interval_ms: 1000,
         }
     }
 }
@@ -609,6 +629,8 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
                     value,
                 }
             }
+            // No rounds: the scheduler decides when a hold starts.
+            Primitive::Job => return job::run(config, client, store, deadline).await,
         };
         (client, backend, owner)
     } else {
@@ -657,21 +679,27 @@ pub async fn run(config: WorkerConfig) -> Result<WorkerSummary, BoxError> {
         }
     };
     worker.summary.stopped_because = reason.to_owned();
-    // Let lingering subscriptions and background releases finish, then look.
+    conclude(&worker.config, &worker.client, worker.summary).await
+}
+
+/// Lets lingering subscriptions and background releases finish, notes what is left of them in
+/// `summary` and writes it to the summary file.
+async fn conclude(
+    config: &WorkerConfig,
+    client: &Client,
+    mut summary: WorkerSummary,
+) -> Result<WorkerSummary, BoxError> {
     let settle = tokio::time::Instant::now() + Duration::from_secs(5);
-    while (worker.client.subscription_count() > 0 || worker.client.tracked_lock_count() > 0)
+    while (client.subscription_count() > 0 || client.tracked_lock_count() > 0)
         && tokio::time::Instant::now() < settle
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    worker.summary.subscriptions_at_exit = worker.client.subscription_count();
-    worker.summary.tracked_locks_at_exit = worker.client.tracked_lock_count();
-    let text = serde_json::to_string_pretty(&worker.summary)?;
-    write_atomically(
-        &summary_file(&worker.config.dir, worker.config.worker),
-        &text,
-    )?;
-    Ok(worker.summary)
+    summary.subscriptions_at_exit = client.subscription_count();
+    summary.tracked_locks_at_exit = client.tracked_lock_count();
+    let text = serde_json::to_string_pretty(&summary)?;
+    write_atomically(&summary_file(&config.dir, config.worker), &text)?;
+    Ok(summary)
 }
 
 #[cfg(test)]

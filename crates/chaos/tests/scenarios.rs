@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use latchkey_chaos::checker::{HoldEnd, ViolationKind};
 use latchkey_chaos::harness::{
-    self, quiesce, soak, Admin, LockKeyNames, Quiesced, Run, StoppedHolder, COUNTER_IDLE_MS,
+    self, quiesce, soak, Admin, LockKeyNames, Quiesced, Run, StoppedHolder,
 };
 use latchkey_chaos::report::markdown_row;
 use latchkey_chaos::worker::{Primitive, WorkerConfig, WorkerSummary};
@@ -278,7 +278,7 @@ fn assert_clean(scenario: &str, outcome: &Outcome) {
         outcome
             .quiesced
             .token_counter_pttl
-            .is_some_and(|pttl| pttl > 0 && pttl <= outcome.max_lease_ms + COUNTER_IDLE_MS),
+            .is_some_and(|pttl| pttl > 0 && pttl <= outcome.max_lease_ms + outcome.names.idle_ms),
         "{scenario}: the fencing counter must outlive the holds and expire once the lock is idle\n{}",
         outcome.describe()
     );
@@ -1487,4 +1487,199 @@ fn sentinel_manual_failover_split_brain() {
     assert_safe(scenario, &outcome);
     assert_clean(scenario, &outcome);
     drop(group);
+}
+
+/// The scheduler: three nodes run one job every second, each run a critical section of four
+/// fenced writes 100 ms apart whose values name the occurrence. Each round kills a runner with
+/// SIGKILL during a run (its slot restarted), then stops another with SIGSTOP between two
+/// writes until a node retried its occurrence and wrote, and continues it. The retries must
+/// get higher tokens than the attempts before them, no two runs may overlap even in the
+/// conservative check (a continued runner notices its loss before it writes again), no
+/// occurrence may complete twice, and the job must keep running.
+#[test]
+fn job_kill_9_and_sigstop_of_runners() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scenario = "job_kill_9_and_sigstop_of_runners";
+    let servers = Servers::spawn(RedisServer::spawn());
+    let mut config = template(&servers, servers.lock.url());
+    config.primitive = Primitive::Job;
+    config.watchdog_timeout_ms = 1000;
+    config.job_interval_ms = 1000;
+    config.writes_per_hold = 4;
+    config.write_interval_ms = 100;
+    let writes = config.writes_per_hold;
+    // Within this of its last write a runner is provably asleep before its next one.
+    let asleep_ns = config.write_interval_ms * 1_000_000 / 2;
+    let rounds = if soak() { 8 } else { 2 };
+    let run_key = LockKeyNames::for_workers(&config).lock;
+    let mut run = start(scenario, &config, 3);
+    let mut admin = servers.admin();
+    let mut killed: Vec<StoppedHolder> = Vec::new();
+    let mut paused: Vec<(StoppedHolder, u64)> = Vec::new();
+    for _ in 0..rounds {
+        assert_progress(scenario, &run, 0, 1);
+        // Killed during a run that wrote once (so that its writes name the occurrence).
+        let victim = run
+            .stop_holder(&mut admin, &run_key, HOLDER_GUARD, |cs| {
+                cs.writes_started >= 1
+            })
+            .expect("found a runner inside its run");
+        run.kill(victim.worker);
+        let killed_at = now_ns();
+        run.respawn(victim.worker);
+        killed.push(victim);
+        assert_progress(scenario, &run, killed_at, 2);
+        // Stopped while it sleeps between two writes, until another node retried the
+        // occurrence past its lease and wrote with a newer token.
+        let victim = run
+            .stop_holder(&mut admin, &run_key, HOLDER_GUARD, |cs| {
+                cs.last == EventKind::WriteOk
+                    && cs.writes_started < writes
+                    && now_ns() < cs.last_ns + asleep_ns
+            })
+            .expect("found a runner between two writes");
+        let overtaken = harness::poll_until(PROGRESS_GUARD, Duration::from_millis(10), || {
+            servers.store_token() > victim.section.token
+        });
+        assert!(
+            overtaken,
+            "{scenario}: nobody retried the stopped runner's occurrence"
+        );
+        let resumed = now_ns();
+        run.continue_process(victim.worker);
+        paused.push((victim, resumed));
+        assert_progress(scenario, &run, resumed, 2);
+    }
+    // The job runs on after the faults.
+    assert_progress(scenario, &run, now_ns(), 5);
+    let faults = format!(
+        "{rounds}× (SIGKILL of a runner during a run, slot restarted; SIGSTOP of a runner \
+         between two writes until another node retried its occurrence, then SIGCONT); 3 nodes, \
+         job every 1 s, lease 1000 ms"
+    );
+    let outcome = finish(
+        scenario,
+        &mut run,
+        &servers,
+        Mode::Conservative,
+        &faults,
+        Duration::from_secs(10),
+    );
+    assert_safe(scenario, &outcome);
+    assert_clean(scenario, &outcome);
+    assert_eq!(run.processes_started(), 3 + killed.len() as u32);
+
+    let holds = latchkey_chaos::checker::holds(&outcome.events).expect("well-formed");
+    // The occurrence each hold ran, from its writes.
+    let due_of = |hold: &latchkey_chaos::checker::Hold| -> Option<u64> {
+        events_of(&outcome.events, hold.process())
+            .filter(|e| e.time_ns >= hold.acquire_ok.time_ns)
+            .find_map(|e| match &e.kind {
+                EventKind::WriteInvoke { token, value } if *token == hold.fencing_token => {
+                    latchkey_chaos::worker::job_due_of(value)
+                }
+                _ => None,
+            })
+    };
+    let mut runs_of: std::collections::BTreeMap<u64, Vec<&latchkey_chaos::checker::Hold>> =
+        std::collections::BTreeMap::new();
+    for hold in &holds {
+        if let Some(due) = due_of(hold) {
+            runs_of.entry(due).or_default().push(hold);
+        }
+    }
+    // Finished runs ran distinct occurrences; the runs of one occurrence got increasing tokens.
+    for (due, runs) in &runs_of {
+        assert_eq!(
+            due % config.job_interval_ms,
+            0,
+            "{scenario}: due time {due}"
+        );
+        let finished = runs.iter().filter(|h| h.end == HoldEnd::Release).count();
+        assert!(
+            finished <= 1,
+            "{scenario}: occurrence {due} finished {finished} times\n{}",
+            outcome.describe()
+        );
+        let tokens: Vec<u64> = runs.iter().map(|h| h.fencing_token).collect();
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "{scenario}: the runs of occurrence {due} got the tokens {tokens:?}"
+        );
+    }
+    // Every victim's occurrence was retried with a higher token and finished.
+    let victims = killed.iter().chain(paused.iter().map(|(v, _)| v));
+    for victim in victims {
+        let hold = holds
+            .iter()
+            .find(|h| {
+                h.process() == victim.section.process && h.fencing_token == victim.section.token
+            })
+            .expect("the victim's run is in the history");
+        let due = due_of(hold).expect("the victim's run wrote");
+        let runs = &runs_of[&due];
+        assert!(
+            runs.iter().any(|h| h.fencing_token > hold.fencing_token),
+            "{scenario}: occurrence {due} was not retried after its runner stopped"
+        );
+        assert!(
+            runs.iter().any(|h| h.end == HoldEnd::Release),
+            "{scenario}: occurrence {due} never finished"
+        );
+    }
+    for victim in &killed {
+        let hold = holds
+            .iter()
+            .find(|h| h.fencing_token == victim.section.token)
+            .expect("in the history");
+        assert_eq!(hold.end, HoldEnd::EndOfHistory);
+    }
+    // A continued runner heard lost() and wrote nothing more.
+    for (victim, resumed) in &paused {
+        let hold = holds
+            .iter()
+            .find(|h| h.fencing_token == victim.section.token)
+            .expect("in the history");
+        assert_eq!(
+            hold.end,
+            HoldEnd::Lost,
+            "{scenario}: the continued runner was not told it lost its run\n{}",
+            outcome.describe()
+        );
+        let late_writes = events_of(&outcome.events, &victim.section.process)
+            .filter(|e| e.time_ns >= *resumed)
+            .filter(|e| matches!(&e.kind, EventKind::WriteInvoke { token, .. } if *token == victim.section.token))
+            .count();
+        assert_eq!(
+            late_writes, 0,
+            "{scenario}: the continued runner wrote again"
+        );
+    }
+    // Progress, and no occurrence lost: every occurrence from the first finished one to the
+    // last one finished, or was skipped as Overlap::Skip says (due while a stopped runner's
+    // lease lasted), as the job's `skipped` count says.
+    let finished: Vec<u64> = runs_of
+        .iter()
+        .filter(|(_, runs)| runs.iter().any(|h| h.end == HoldEnd::Release))
+        .map(|(due, _)| *due)
+        .collect();
+    let span = (finished.last().unwrap_or(&0) - finished.first().unwrap_or(&0))
+        / config.job_interval_ms
+        + 1;
+    let skipped: Option<u64> = servers
+        .admin()
+        .query(redis::cmd("HGET").arg(&outcome.names.token).arg("skipped"))
+        .unwrap_or(None);
+    let skipped = skipped.unwrap_or(0);
+    println!(
+        "{scenario}: {} of {span} occurrences finished, {skipped} skipped; {} runs",
+        finished.len(),
+        holds.len()
+    );
+    assert!(
+        finished.len() >= 8 && finished.len() as u64 + skipped >= span,
+        "{scenario}: {} of {span} occurrences finished, {skipped} skipped\n{}",
+        finished.len(),
+        outcome.describe()
+    );
 }
