@@ -1,27 +1,12 @@
 -- Offer items to a delayed queue: each goes to the delayed zset scored by its due time, or
 -- straight to the ready list when it is already due.
---
--- KEYS[1]  the delayed zset: item id -> due time (ms since the epoch, server clock)
--- KEYS[2]  the item hash: item id -> payload
--- KEYS[3]  the ready list of item ids (consumers pop from the left)
--- KEYS[4]  the delay channel: gets the due time when an offered item becomes the earliest
--- KEYS[5]  the ready channel: gets the number of ids pushed to the ready list
--- KEYS[6]  the due hash: item id -> due time (ms since the epoch, server clock), kept until the
---          item is finished so that its deliveries can tell when it was due
--- ARGV[1]  'in': the times below are delays in microseconds from the server's TIME;
---          'at': they are due times in milliseconds since the epoch
--- ARGV[2], ARGV[3], ARGV[4], ...  one triple per item: id, delay or due time, payload
---
--- Returns {pushed to the ready list, added to the delayed zset, server time in ms}.
--- Key types and ids are checked before the first write: a wrong type or an id already in use
--- is an error and nothing changes. Due times round up to the next millisecond, so an item is
--- never ready before its delay has passed by the server clock.
-expect_type(KEYS[1], 'zset', 'the delayed zset')
-expect_type(KEYS[2], 'hash', 'the item hash')
-expect_type(KEYS[3], 'list', 'the ready list')
-expect_type(KEYS[6], 'hash', 'the due hash')
-
--- The last ARGV is the publish command: "publish", or "spublish" on a cluster.
+-- The delay channel gets the due time when an offered item becomes the earliest, the ready
+-- channel the number of ids pushed. ARGV: 'in' (the times are delays in microseconds from the
+-- server's TIME) or 'at' (due times), then a triple per item: id, time, payload; last, publish.
+-- Returns {pushed to the ready list, added to the delayed zset, server time in ms}. Key types
+-- and ids are checked before the first write: a wrong type or an id in use changes nothing.
+-- Due times round up to the next millisecond, so an item is never ready before its delay.
+queue_keys('delayed', 'items', 'ready', 'delay_channel', 'ready_channel', 'due')
 local publish = publish_command(ARGV[#ARGV])
 acl_check({'hexists', 'hset', 'rpush', 'time', 'type', 'zadd', 'zrange'}, publish,
     {KEYS[4], KEYS[5]})
@@ -39,15 +24,12 @@ for i = 0, count - 1 do
         return redis.error_reply('ERR delay_offer: item id ' .. id .. ' is already in use')
     end
 end
-
 local clock_us = now_us()
 local now = math.floor(clock_us / 1000)
-
 -- An item due now goes straight to the ready list, unless earlier items are overdue and still
 -- wait for the transfer: then it queues behind them in the zset, so order by due time holds.
 local head = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')
 local overdue = head[2] ~= nil and tonumber(head[2]) <= now
-
 local ready = {}
 local delayed = 0
 local earliest = nil
@@ -76,7 +58,6 @@ for i = 0, count - 1 do
         end
     end
 end
-
 local step = 1000
 for i = 1, #ready, step do
     redis.call('rpush', KEYS[3], unpack(ready, i, math.min(i + step - 1, #ready)))

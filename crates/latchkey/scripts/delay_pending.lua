@@ -1,14 +1,8 @@
--- Read the earliest items waiting in the delayed zset (no writes).
---
--- KEYS[1]  the delayed zset
--- KEYS[2]  the item hash
--- ARGV[1]  the most items to return
---
--- Returns a flat array: id, due time (ms since the epoch), payload, for each item in due order.
+-- Read the earliest items waiting in the delayed zset (read-only).
+-- ARGV: the most items to return. Returns a flat array: id, due time, payload, per item in
+-- due order.
 acl_check({'hget', 'type', 'zrange'})
-expect_type(KEYS[1], 'zset', 'the delayed zset')
-expect_type(KEYS[2], 'hash', 'the item hash')
-
+queue_keys('delayed', 'items')
 local limit = tonumber(ARGV[1])
 local out = {}
 if limit < 1 then

@@ -2,32 +2,22 @@
 -- visibility timeout ran out, to the ready list. Bounded: at most ARGV[1] of each per call, so
 -- a flood of due items never blocks Redis for long; the caller calls again while work is left.
 -- Idempotent: several clients may run it at once; each item moves exactly once.
---
--- KEYS[1]  the delayed zset: item id -> due time (ms, server clock)
--- KEYS[2]  the ready list of item ids
--- KEYS[3]  the unacked zset: item id -> visibility deadline (ms, server clock)
--- KEYS[4]  the ready channel: gets the number of ids pushed to the ready list
--- ARGV[1]  the most items to move from each of the zsets
---
--- Returns {moved from the delayed zset, redelivered from the unacked zset,
---          earliest due time left or -1, earliest visibility deadline left or -1,
---          server time in microseconds,
---          items in the ready list (-1 if this user may not LLEN), in the delayed zset, in the
---          unacked zset (after the moves),
---          then for each item moved from the delayed zset how late it was, in microseconds
---          (server time minus due time)} — the last four for the client's metrics.
+-- KEYS: delayed zset, ready list, unacked zset, ready channel (see queue_prelude.lua).
+-- ARGV: the most items to move from each zset, publish.
+-- Returns {moved from the delayed zset, redelivered from the unacked zset, earliest due time
+-- left or -1, earliest visibility deadline left or -1, server time in microseconds, then for
+-- the client's metrics: items in the ready list (-1 if this user may not LLEN), in the delayed
+-- zset, in the unacked zset (after the moves), and per item moved from the delayed zset how
+-- late it was in microseconds}.
 expect_type(KEYS[1], 'zset', 'the delayed zset')
 expect_type(KEYS[2], 'list', 'the ready list')
 expect_type(KEYS[3], 'zset', 'the unacked zset')
-
--- ARGV[2]: the publish command, "publish" or "spublish" (cluster).
 local publish = publish_command(ARGV[2])
 acl_check({'rpush', 'time', 'type', 'zcard', 'zrange', 'zrangebyscore', 'zrem'}, publish, {KEYS[4]})
 local limit = tonumber(ARGV[1])
 local clock_us = now_us()
 local now = math.floor(clock_us / 1000)
 local step = 1000
-
 -- Deliveries never acknowledged in time go back to the head of the ready list, oldest first.
 local expired = redis.call('zrangebyscore', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
 if #expired > 0 then
@@ -41,7 +31,6 @@ if #expired > 0 then
         redis.call('zrem', KEYS[3], unpack(expired, i, math.min(i + step - 1, #expired)))
     end
 end
-
 -- Due items go to the tail in due order (ties in id order).
 local scored = redis.call('zrangebyscore', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local due, late = {}, {}
@@ -54,17 +43,11 @@ for i = 1, #due, step do
     redis.call('rpush', KEYS[2], unpack(due, i, j))
     redis.call('zrem', KEYS[1], unpack(due, i, j))
 end
-
 if #due + #expired > 0 then
     notify(publish, KEYS[4], #due + #expired)
 end
-
 local function first_score(key)
-    local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
-    if first[2] == nil then
-        return -1
-    end
-    return tonumber(first[2])
+    return tonumber(redis.call('zrange', key, 0, 0, 'WITHSCORES')[2]) or -1
 end
 -- The depths, for metrics: LLEN only where the user may run it (it is not needed otherwise).
 local ready_len = -1

@@ -1,17 +1,7 @@
 -- A client's last waiter in an election gave up: unregister the client, and if the election had
--- just been handed over to it, hand it over to the next waiter, so that the queue never waits
--- for a client that left.
---
--- KEYS[1]  the leader key
--- KEYS[2]  the wake channel of the waiters
--- KEYS[3]  the wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  the waiter liveness (hash: client wake id -> registered until, ms)
--- KEYS[5]  the hand-off reservation (string: wake id)
--- ARGV[1]  the leaving client's wake id
--- ARGV[2]  how long a hand-off reservation lasts, in ms
--- ARGV[3]  the plain wake-up message ("0")
--- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
---
+-- just been handed over to it, hand it over to the next waiter (as lock_leave.lua).
+-- KEYS: leader key, the waiters' wake channel, wait queue, waiter liveness, reservation.
+-- ARGV: the leaving wake id, reservation ms, the plain wake-up message ("0"), publish.
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hdel', 'hget', 'hlen', 'set', 'time', 'type', 'zcard',

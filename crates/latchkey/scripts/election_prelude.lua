@@ -2,8 +2,8 @@
 --
 -- The leader key is a hash with one field, the leader's owner id, holding "<term>:<value>": the
 -- layout of a held lock (one owner field, PEXPIRE = lease), so the lock's renew script keeps it.
--- The term is the election's fencing token, from a counter that expires with the election idle
--- (see next_token in the prelude: terms keep increasing across its expiry).
+-- The term is the election's fencing token (next_token: terms keep increasing across the
+-- counter's expiry). Standbys wait in the lock's wake-one queue (next_waiter in prelude.lua).
 --
 -- The change log is a list of the last LOG_LENGTH changes, oldest first, each
 -- "<version>:<term>:<kind>:<value>": kind "L" a leader was elected (value: its value), "P" the
@@ -33,42 +33,19 @@ local function parse_entry(entry)
 end
 
 -- Appends a change to the log at `key`, whose last entry is `last` (read before the first
--- write), keeps the last LOG_LENGTH entries and lets the log live `ttl_ms` more. Returns the
--- appended entry's version.
+-- write), keeps the last LOG_LENGTH entries and lets the log live `ttl_ms` more.
 local function append_log(key, last, term, kind, value, ttl_ms)
     local version = (parse_entry(last) or 0) + 1
     redis.call('rpush', key, version .. ':' .. string.format('%d', term) .. ':' .. kind .. ':'
         .. value)
     redis.call('ltrim', key, -LOG_LENGTH, -1)
     redis.call('pexpire', key, string.format('%d', ttl_ms))
-    return version
-end
-
--- The earliest-arrived live waiting client of the wait queue `queue` (zset: wake id -> arrival)
--- with liveness `alive` (hash: wake id -> registered until, server ms), taken out of both; nil
--- when none. Waiters that stopped refreshing their registration are dropped on the way (at
--- most 16). Both keys must have been checked to be a zset and a hash (or absent).
-local function next_waiter(queue, alive)
-    local now = now_ms()
-    for _ = 1, 16 do
-        local head = redis.call('zrange', queue, 0, 0)[1]
-        if not head then
-            return nil
-        end
-        local until_ms = tonumber(redis.call('hget', alive, head))
-        redis.call('zrem', queue, head)
-        redis.call('hdel', alive, head)
-        if until_ms and until_ms >= now then
-            return head
-        end
-    end
-    return nil
 end
 
 -- Hands the election over to the next live waiter, if any: reserves it for that waiter's
 -- client for `reserve_ms` at `hand_off` and publishes its wake id on `channel`; then publishes
--- the plain wake-up message `message`, which wakes one waiter when nobody was picked. The wait
--- keys of other types are left alone (no hand-off then).
+-- `message`, which wakes one waiter when nobody was picked. Wait keys of other types are left
+-- alone (no hand-off then).
 local function hand_over(publish, channel, queue, alive, hand_off, reserve_ms, message)
     local picked = nil
     if try_call('zcard', queue) ~= nil and try_call('hlen', alive) ~= nil

@@ -1,14 +1,6 @@
 -- Proclaim: the leader changes its value, only while it still leads in its term.
---
--- KEYS[1]  the leader key (hash: "<owner>" -> "<term>:<value>")
--- KEYS[2]  the change log (list)
--- KEYS[3]  the observe channel
--- ARGV[1]  the leader's owner id
--- ARGV[2]  its term
--- ARGV[3]  the new value
--- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
--- ARGV[5]  how long the change log outlives this change, in ms
---
+-- KEYS: leader key, change log, observe channel.
+-- ARGV: the leader's owner id, its term, the new value, publish, log ttl ms.
 -- Returns 1 when the value was changed (and the change published), 0 when the caller does not
 -- lead in that term (nothing changes).
 local publish = publish_command(ARGV[4])

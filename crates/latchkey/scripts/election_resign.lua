@@ -1,24 +1,11 @@
 -- Resign: the leader gives up its leadership, which is handed over at once to the earliest-
--- arrived live waiter (as a lock release hands over, scripts/lock_release.lua).
---
--- KEYS[1]  the leader key (hash: "<owner>" -> "<term>:<value>")
--- KEYS[2]  the wake channel of the waiters
--- KEYS[3]  the wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  the waiter liveness (hash: client wake id -> registered until, ms)
--- KEYS[5]  the hand-off reservation (string: wake id)
--- ARGV[1]  the leader's owner id
--- ARGV[2]  how long a hand-off reservation lasts, in ms
--- ARGV[3]  the plain wake-up message ("0")
--- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
--- ARGV[5]  "" or the term of the leadership to resign; a leadership of the owner id in another
---          term is left alone (the resignation sent again to a new primary after a Sentinel
---          failover)
--- ARGV[6]  how long the change log outlives this change, in ms
--- KEYS[6]  the change log (list)
--- KEYS[7]  the observe channel
---
--- Returns 0 when the leadership was given up, -1 when the caller did not lead (nothing changes).
--- (An owner id is one campaign's own: it leads at most one term.)
+-- arrived live waiter (as a lock release hands over).
+-- KEYS: as election_leave.lua, then the change log and the observe channel.
+-- ARGV: the leader's owner id, reservation ms, the plain wake-up message ("0"), publish, "" or
+-- the term of the leadership to resign (a leadership of the owner id in another term is left
+-- alone: the resignation sent again to a new primary after a Sentinel failover), log ttl ms.
+-- Returns 0 when the leadership was given up, -1 when the caller did not lead (nothing
+-- changes). An owner id is one campaign's own: it leads at most one term.
 local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hdel', 'hget', 'hlen', 'lindex', 'ltrim', 'pexpire', 'rpush', 'set', 'time',
     'type', 'zcard', 'zrange', 'zrem'}, publish, {KEYS[2], KEYS[7]})

@@ -1,33 +1,19 @@
 -- Acquire a fair lock, kept in Redisson's RedissonFairLock layout.
 --
--- KEYS[1]  the lock hash: field "<client-uuid>:<n>" (the acquire's owner id) -> hold count,
---          PEXPIRE = lease
--- KEYS[2]  the fencing counter (a string holding the last token, see next_token)
--- KEYS[3]  the wait queue: redisson_lock_queue:{<name>}, a list of owner ids, head first
--- KEYS[4]  the waiters' deadlines: redisson_lock_timeout:{<name>}, a zset owner id -> the
---          server time (ms) after which the entry is stale and is dropped
--- KEYS[5]  the wake channel prefix: redisson_lock__channel:{<name>}; a waiter listens on
---          "<prefix>:<owner id>"
--- ARGV[1]  lease in milliseconds
--- ARGV[2]  owner id (the hash field; one acquire's own)
--- ARGV[3]  the thread wait time W in ms (Redisson's threadWaitTime): the deadline of a queued
---          entry is W past the one ahead of it (see below)
--- ARGV[4]  how long the caller parks before its next attempt at most, in ms; 0 = it will not
---          wait (do not queue it)
--- ARGV[5]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
--- ARGV[6]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[7]  how long the fencing counter outlives the grant, in ms
+-- KEYS: lock hash (field: owner id -> hold count; PEXPIRE = lease), fencing counter, wait
+-- queue (redisson_lock_queue:{<name>}), deadlines (redisson_lock_timeout:{<name>}), wake
+-- channel prefix (redisson_lock__channel:{<name>}; a waiter listens on "<prefix>:<owner id>").
+-- ARGV: lease ms, owner id, thread wait time W ms (Redisson's threadWaitTime), park ms (0: it
+-- will not wait, do not queue it), wake message ("0"), publish, how long the fencing counter
+-- outlives the grant (ms).
 --
--- Returns {1, fencing_token} when the caller holds the lock afterwards (granted now, or by an
--- earlier sending of the same attempt, whose answer was lost), or
--- {0, retry_after_ms, queued} when it does not: retry_after_ms is when the obstacle (the
--- holder's lease, or the head waiter's deadline) runs out at the latest (-1: no expiry), and
--- queued is 1 when the caller is in the queue.
+-- Returns {1, token} when the caller holds the lock afterwards (granted now, or by an earlier
+-- sending of the same attempt, whose answer was lost), or {0, retry_after_ms, queued}:
+-- retry_after_ms is when the obstacle (the holder's lease, or the head waiter's deadline) runs
+-- out at the latest (-1: no expiry), queued is 1 when the caller is in the queue.
 --
 -- The lock is granted only when it is free and the queue is empty or headed by the caller, so
--- waiters get it in arrival order. Every call first drops stale entries (deadline passed by the
--- server clock). Key types are checked before the first write; a wrong type is an error and
--- nothing changes.
+-- waiters get it in arrival order. Stale entries are dropped first.
 --
 -- Deadlines follow Redisson's chain, so that Redisson (Java) waiters can share the queue:
 -- * a new entry's deadline is the tail's deadline + W (the lock's expiry + W when the queue is
@@ -51,43 +37,19 @@ local lock_type = expect_type(KEYS[1], 'hash', 'the lock key')
 expect_count(KEYS[2], 'the fencing counter')
 expect_type(KEYS[3], 'list', 'the wait queue')
 expect_type(KEYS[4], 'zset', 'the waiter deadlines')
-
 local owner = ARGV[2]
 local wait = tonumber(ARGV[3])
 local now = now_ms()
-
--- Drop stale entries: first from the head (also entries without a deadline), then anywhere.
--- Returns whether the head changed.
-local function purge()
-    local changed = false
-    while true do
-        local head = redis.call('lindex', KEYS[3], 0)
-        if not head then
-            break
-        end
-        local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-        if deadline and deadline > now then
-            break
-        end
-        redis.call('lpop', KEYS[3])
-        redis.call('zrem', KEYS[4], head)
-        changed = true
-    end
-    local stale = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
-    for _, id in ipairs(stale) do
-        redis.call('zrem', KEYS[4], id)
-        redis.call('lrem', KEYS[3], 0, id)
-    end
-    return changed
+-- Drop stale entries: from the head (also entries without a deadline), then anywhere.
+local _, dropped = live_head(KEYS[3], KEYS[4], now)
+for _, id in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now, 'LIMIT', 0, 100)) do
+    redis.call('zrem', KEYS[4], id)
+    redis.call('lrem', KEYS[3], 0, id)
 end
-
-local head_changed = purge()
-
 if lock_type == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
     -- Granted to this owner by an earlier sending of this attempt (which left the queue).
     return {1, tonumber(redis.call('get', KEYS[2])) or 0}
 end
-
 local head = redis.call('lindex', KEYS[3], 0)
 if lock_type == 'none' and (not head or head == owner) then
     local token = next_token(KEYS[2], ARGV[1] + ARGV[7])
@@ -96,12 +58,10 @@ if lock_type == 'none' and (not head or head == owner) then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token}
 end
-
-if lock_type == 'none' and head_changed then
+if lock_type == 'none' and dropped > 0 then
     -- The lock is free and the purge made somebody else the head: tell it.
     notify(publish, KEYS[5] .. ':' .. head, ARGV[5])
 end
-
 -- The lock's remaining lease in ms (-1: no expiry, -2: free); nothing below changes it.
 local pttl = redis.call('pttl', KEYS[1])
 local queued = 0
@@ -128,18 +88,13 @@ if tonumber(ARGV[4]) > 0 then
     end
     -- Never lower than what the chain would give this place now (see the top).
     local floor = now + lease_left + (place + 1) * wait
-    if not deadline or deadline < floor then
-        deadline = floor
-    end
+    deadline = math.max(deadline or floor, floor)
     redis.call('zadd', KEYS[4], deadline, owner)
     -- A raised deadline must not catch up with the entries behind: they stay W apart.
     local prev = deadline
     for i = place + 2, #ids do
         local d = tonumber(redis.call('zscore', KEYS[4], ids[i]))
-        if not d then
-            break
-        end
-        if d >= prev + wait then
+        if not d or d >= prev + wait then
             break
         end
         prev = prev + wait
@@ -151,10 +106,9 @@ if tonumber(ARGV[4]) > 0 then
         end
     end
     queued = 1
-    -- The purge ran before: the head is the first of the queue read above, or the caller.
+    -- Stale entries were dropped before: the head is the first of the queue, or the caller.
     head = ids[1] or owner
 end
-
 local retry_after
 if lock_type == 'hash' then
     retry_after = pttl

@@ -1,14 +1,7 @@
 -- Delete a fair lock whoever holds it, and wake the head of its queue.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the wait queue (list of owner ids, head first)
--- KEYS[3]  the waiters' deadlines (zset owner id -> server ms)
--- KEYS[4]  the wake channel prefix; a waiter listens on "<prefix>:<owner id>"
--- ARGV[1]  the wake message ("0")
--- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
--- Returns 1 when a lock was deleted, 0 when there was none. A lock key of another type is an
--- error and is left alone; queue keys of other types are not touched.
+-- KEYS: lock hash, wait queue, deadlines, wake channel prefix. ARGV: wake message, publish.
+-- Returns 1 when a lock was deleted, 0 when there was none. A lock key of another type is
+-- refused; queue keys of other types are not touched.
 local publish = publish_command(ARGV[2])
 acl_check({'del', 'lindex', 'lpop', 'time', 'type', 'zrem', 'zscore'}, publish)
 if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then

@@ -1,29 +1,45 @@
 -- The fair lock scripts' helpers, put after the prelude (src/scripts.rs): no commands run.
+-- The wait queue is a list of owner ids, head first; the deadlines a zset owner id -> server ms
+-- after which the entry is stale.
 
--- The head of the wait queue `queue` (a list of owner ids) after dropping the heads whose
--- deadline in `deadlines` (a zset) has passed by the server time `now`, or that have none;
--- nil when nobody is left.
+-- The head of the wait queue after dropping the heads whose deadline has passed by `now`, or
+-- that have none (nil when nobody is left), and how many it dropped.
 local function live_head(queue, deadlines, now)
+    local dropped = 0
     while true do
         local head = redis.call('lindex', queue, 0)
         if not head then
-            return nil
+            return nil, dropped
         end
         local deadline = tonumber(redis.call('zscore', deadlines, head))
         if deadline and deadline > now then
-            return head
+            return head, dropped
         end
         redis.call('lpop', queue)
         redis.call('zrem', deadlines, head)
+        dropped = dropped + 1
     end
 end
 
--- Wakes the live head of the wait queue (see live_head) on its own channel
--- "<prefix>:<owner id>" with `message`, published with `publish`.
+-- Wakes the live head on its own channel "<prefix>:<owner id>".
 local function wake_head(queue, deadlines, prefix, publish, message)
     local head = live_head(queue, deadlines, now_ms())
     if head then
         notify(publish, prefix .. ':' .. head, message)
+    end
+end
+
+-- Lowers by `wait` the deadline of every entry behind `owner` in `ids` (the queue).
+local function lower_behind(ids, deadlines, owner, wait)
+    local behind = false
+    for _, id in ipairs(ids) do
+        if behind then
+            if redis.call('zscore', deadlines, id) then
+                redis.call('zincrby', deadlines, -wait, id)
+            end
+        elseif id == owner then
+            behind = true
+        end
     end
 end
 
@@ -40,16 +56,7 @@ local function unlink(queue, deadlines, owner, wait)
                 end
             end
         else
-            local behind = false
-            for _, id in ipairs(redis.call('lrange', queue, 0, -1)) do
-                if behind then
-                    if redis.call('zscore', deadlines, id) then
-                        redis.call('zincrby', deadlines, -wait, id)
-                    end
-                elseif id == owner then
-                    behind = true
-                end
-            end
+            lower_behind(redis.call('lrange', queue, 0, -1), deadlines, owner, wait)
         end
         redis.call('zrem', deadlines, owner)
     end

@@ -1,17 +1,9 @@
--- Release the hold of a fair lock (Redisson RedissonFairLock layout) and wake the head of the
--- queue on its own channel: it takes the lock with its own acquire, as Redisson's release does.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the wait queue (list of owner ids, head first)
--- KEYS[3]  the waiters' deadlines (zset owner id -> server ms)
--- KEYS[4]  the wake channel prefix; the head listens on "<prefix>:<owner id>"
--- ARGV[1]  the wake message ("0", Redisson's UNLOCK_MESSAGE)
--- ARGV[2]  owner id
--- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- Release the hold of a fair lock and wake the head of the queue on its own channel: it takes
+-- the lock with its own acquire, as with Redisson's release.
+-- KEYS: as fair_force_unlock.lua. ARGV: wake message ("0"), owner id, publish.
 -- Returns -1 when the caller does not hold the lock (nothing of the lock changes), 0 when the
 -- key was deleted and the head woken. Stale queue entries are dropped first, so the lock goes
--- to a waiter that is still there. The queue is left alone if its keys have unexpected types.
+-- to a waiter that is still there; the queue is left alone if its keys have unexpected types.
 local publish = publish_command(ARGV[3])
 acl_check({'del', 'hexists', 'lindex', 'lpop', 'time', 'type', 'zrem', 'zscore'}, publish)
 local lock_type = expect_type(KEYS[1], 'hash', 'lock key')

@@ -1,10 +1,6 @@
 -- Count a count-down latch down by one (Redisson's RCountDownLatch.countDown).
---
--- KEYS[1]  the count (string holding an integer)
--- KEYS[2]  the channel: redisson_countdownlatch__channel__{<name>}
--- ARGV[1]  Redisson's zero-count message ("0")
--- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- KEYS: the count (a string holding an integer), the channel
+-- (redisson_countdownlatch__channel__{<name>}). ARGV: the zero-count message ("0"), publish.
 -- Returns the count left. At zero the key is deleted and the zero-count message published,
 -- which opens the latch for every waiter. A latch without a count (never set, or already open)
 -- is left alone and 0 returned.

@@ -1,16 +1,6 @@
 -- A client's last waiter for a lock gave up: unregister the client, and if the lock had just
 -- been handed off to it, pass the hand-off on so the queue never waits for a client that left.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the unlock channel
--- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
--- KEYS[5]  the hand-off reservation (string: wake id)
--- ARGV[1]  the leaving client's wake id
--- ARGV[2]  how long a hand-off reservation lasts, in ms
--- ARGV[3]  the unlock message ("0")
--- ARGV[4]  the publish command: "publish", or "spublish" on a cluster
---
+-- KEYS: as lock_release.lua. ARGV: the leaving wake id, reservation ms, unlock message, publish.
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
@@ -38,20 +28,10 @@ redis.call('del', KEYS[5])
 if not free then
     return 0
 end
-local now = now_ms()
-for _ = 1, 16 do
-    local next = redis.call('zrange', KEYS[3], 0, 0)[1]
-    if not next then
-        break
-    end
-    local alive = tonumber(redis.call('hget', KEYS[4], next))
-    redis.call('zrem', KEYS[3], next)
-    redis.call('hdel', KEYS[4], next)
-    if alive and alive >= now then
-        redis.call('set', KEYS[5], next, 'PX', ARGV[2])
-        notify(publish, KEYS[2], next)
-        break
-    end
+local next = next_waiter(KEYS[3], KEYS[4])
+if next then
+    redis.call('set', KEYS[5], next, 'PX', ARGV[2])
+    notify(publish, KEYS[2], next)
 end
 notify(publish, KEYS[2], ARGV[3])
 return 1

@@ -1,23 +1,12 @@
--- Release a hold of a lock (Redisson RLock layout). Self-contained (no prelude).
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the unlock channel: redisson_lock__channel:{<name>}
--- KEYS[3]  latchkey's wait queue (zset: client wake id -> arrival, ms)
--- KEYS[4]  latchkey's waiter liveness (hash: client wake id -> registered until, ms)
--- KEYS[5]  the hand-off reservation (string: the wake id a free lock is reserved for)
--- ARGV[1]  the unlock message ("0", Redisson's UNLOCK_MESSAGE)
--- ARGV[2]  owner field
--- ARGV[3]  how long a hand-off reservation lasts, in ms
--- ARGV[4]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
--- Returns -1 when the owner does not hold the lock (nothing changes), 0 when its hold ended.
--- A latchkey owner counts one hold in Redis (its re-entries are its guards'), so its release
--- frees the lock.
---
--- When latchkey clients wait, the earliest-arrived live one is picked: the free lock is
--- reserved for it for ARGV[3] ms and its wake id is published, so exactly one client retries
--- instead of all of them; "0" follows for Redisson clients (latchkey clients ignore a "0" that
--- follows a wake id).
+-- Release a hold of a lock (Redisson RLock layout). Bare (no prelude).
+-- KEYS: lock hash, unlock channel (redisson_lock__channel:{<name>}), wait queue, waiter
+-- liveness, hand-off reservation (see lock_acquire.lua).
+-- ARGV: unlock message ("0", Redisson's UNLOCK_MESSAGE), owner field, reservation ms, publish.
+-- Returns -1 when the owner does not hold the lock (nothing changes), 0 when its hold ended. A
+-- latchkey owner counts one hold in Redis (its re-entries are its guards'), so its release
+-- frees the lock. When latchkey clients wait, the free lock is reserved for the earliest-arrived
+-- live one and its wake id published, so exactly one client retries instead of all of them;
+-- "0" follows for Redisson clients (latchkey clients ignore a "0" that follows a wake id).
 local publish = ARGV[4]
 if publish ~= 'publish' and publish ~= 'spublish' then
     return redis.error_reply('ERR the publish command must be publish or spublish')
@@ -57,10 +46,8 @@ if allowed then
 end
 local now = redis.call('time')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
--- The first write is the publish of the hand-off below, or the DEL.
 redis.call('del', KEYS[1])
--- The earliest-arrived live waiter, dropping at most 16 before it whose registration lapsed
--- (they stopped retrying).
+-- next_waiter (prelude.lua), with the helper keys used only when they hold their types.
 for _ = 1, 16 do
     local next = redis.call('zrange', KEYS[3], 0, 0)[1]
     if not next then

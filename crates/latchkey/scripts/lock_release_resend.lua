@@ -1,19 +1,10 @@
 -- Release a hold again on a new primary after a Sentinel failover: the release first went to
 -- the demoted primary and may never have reached the replica that was promoted, which would
--- keep the hold until its lease runs out.
---
--- KEYS[1]  lock hash
--- KEYS[2]  fencing counter
--- KEYS[3]  unlock channel
--- ARGV[1]  owner field
--- ARGV[2]  the fencing token of the hold that was released
--- ARGV[3]  unlock message
--- ARGV[4]  publish command: publish or spublish
---
--- Only a hold that is still the latest grant is touched: if the counter moved past the
--- token, somebody — maybe this very owner — was granted the lock since, and nothing changes.
--- Sent for the owner's last hold only, so one hold is released. Returns 1 when it released
--- one, 0 otherwise.
+-- keep the hold until its lease runs out. Sent for the owner's last hold only.
+-- KEYS: lock hash, fencing counter, unlock channel.
+-- ARGV: owner field, the token of the hold that was released, unlock message, publish.
+-- Only a hold that is still the latest grant is touched: if the counter moved past the token,
+-- somebody (maybe this very owner) was granted the lock since. Returns 1 when it released one.
 local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hget', 'hset'}, publish, {KEYS[3]})
 local token = try_call('get', KEYS[2])

@@ -1,19 +1,8 @@
--- Take permits with leases from a permit-expirable semaphore (Redisson's
--- RPermitExpirableSemaphore layout).
---
--- KEYS[1]  the available permits: a string holding an integer
--- KEYS[2]  the leases: a zset of permit id (16 raw bytes) -> lease end (server ms); Redisson's
---          `{<name>}:timeout`
--- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
--- ARGV[1]  the lease in milliseconds
--- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[3…] one new permit id per permit wanted, as 32 hex digits
---
--- Leases that have ended are reclaimed first (their permits become available again, and the new
--- available count is published). Returns {1, available_after} when the permits were taken,
+-- Take permits with leases from a permit-expirable semaphore.
+-- ARGV: the lease ms, publish, then one new permit id per permit wanted (32 hex digits).
+-- Ended leases are reclaimed first. Returns {1, available_after} when the permits were taken,
 -- otherwise {0, available, ms_until_the_next_lease_ends} (-1 when no lease is out), or {-1}
 -- when the semaphore was never set up (no count key and no lease).
--- Deadlines come from the server clock (TIME). Key types are checked before the first write.
 local publish = publish_command(ARGV[2])
 acl_check({'decrby', 'get', 'incrby', 'time', 'type', 'zadd', 'zrange', 'zrangebyscore',
     'zrem'}, publish, {KEYS[3]})
@@ -22,11 +11,8 @@ if expect_type(KEYS[2], 'zset', 'the permit leases') == 'none' and available == 
     return {-1}
 end
 available = available or 0
-
 local now = now_ms()
-
 available = reclaim(KEYS[1], KEYS[2], KEYS[3], publish, now, available)
-
 local want = #ARGV - 2
 if available >= want then
     redis.call('decrby', KEYS[1], want)

@@ -1,21 +1,13 @@
 -- Give permits back to a permit-expirable semaphore by id, and wake waiters.
---
--- KEYS[1]  the available permits (string holding an integer)
--- KEYS[2]  the leases: zset of permit id (16 raw bytes) -> lease end (server ms)
--- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
--- ARGV[1]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[2…] the permit ids, as 32 hex digits
---
+-- ARGV: publish, then the permit ids (32 hex digits).
 -- Ended leases are reclaimed first, so an expired id is unknown. Known ids are released (their
 -- permits become available, the new count is published); returns the ids that were unknown
--- (never issued, already released, or expired) — empty when every id was released.
+-- (never issued, already released, or expired): empty when every id was released.
 local publish = publish_command(ARGV[1])
 acl_check({'get', 'incrby', 'time', 'type', 'zrangebyscore', 'zrem'}, publish, {KEYS[3]})
 expect_count(KEYS[1], 'the semaphore key')
 expect_type(KEYS[2], 'zset', 'the permit leases')
-
 local now = now_ms()
-
 local returned = drop_ended(KEYS[2], now)
 local unknown = {}
 for i = 2, #ARGV do

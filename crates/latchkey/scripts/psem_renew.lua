@@ -1,13 +1,9 @@
--- Renew (or only check) a batch of permit leases in one call: the watchdog's script for
--- permit-expirable semaphores.
---
--- KEYS[i]        the lease zset of permit i
--- ARGV[2i - 1]   permit id i, as 32 hex digits
--- ARGV[2i]       new lease in milliseconds for permit i; 0 checks without extending
---
--- Returns one integer per permit: 1 while its lease runs, 0 once it has ended or is gone.
--- An ended lease is never extended (its permit may be reclaimed at any moment). Never writes
--- to a key that is not a zset holding the permit.
+-- Renew (or only check) a batch of permit leases in one call: the watchdog's script.
+-- KEYS[i]: the lease zset of permit i. ARGV[2i - 1], ARGV[2i]: its id (32 hex digits), the new
+-- lease ms (0: only check).
+-- Returns 1 per permit while its lease runs, 0 once it has ended or is gone. An ended lease is
+-- never extended (its permit may be reclaimed at any moment). Never writes to a key that is not
+-- a zset holding the permit.
 acl_check({'time', 'type', 'zadd', 'zscore'})
 local now = now_ms()
 local result = {}

@@ -1,17 +1,9 @@
 -- Extend the visibility timeout of a delivery that still holds its item.
---
--- KEYS[1]  the unacked zset
--- KEYS[2]  the attempt hash
--- ARGV[1]  the item id
--- ARGV[2]  the attempt number of the delivery
--- ARGV[3]  the new visibility timeout in ms, from now (server clock)
---
+-- ARGV: the item id, the delivery's attempt number, the new timeout in ms from now.
 -- Returns 1 when extended, 0 when the delivery no longer holds the item (acknowledged,
 -- released, or timed out and put back or claimed again).
 acl_check({'hget', 'time', 'type', 'zadd', 'zscore'})
-expect_type(KEYS[1], 'zset', 'the unacked zset')
-expect_type(KEYS[2], 'hash', 'the attempt hash')
-
+queue_keys('unacked', 'attempts')
 if redis.call('hget', KEYS[2], ARGV[1]) ~= ARGV[2] or redis.call('zscore', KEYS[1], ARGV[1]) == false then
     return 0
 end

@@ -1,25 +1,12 @@
 -- Take the item at the head of the ready list.
---
--- KEYS[1]  the ready list of item ids
--- KEYS[2]  the item hash: item id -> payload
--- KEYS[3]  the unacked zset: item id -> visibility deadline (ms, server clock)
--- KEYS[4]  the attempt hash: item id -> number of reliable deliveries so far
--- KEYS[5]  the due hash: item id -> due time (ms since the epoch)
--- ARGV[1]  'pop': remove the item for good (at-most-once);
---          'claim': keep it, invisible until acknowledged or until the deadline (at-least-once)
--- ARGV[2]  the visibility timeout in ms ('claim')
---
+-- ARGV: 'pop' (remove the item for good: at most once) or 'claim' (keep it, invisible until
+-- acknowledged or until the deadline: at least once), the visibility ms.
 -- Returns false (nil) when the ready list is empty; {id, payload, due} ('pop') or
 -- {id, payload, attempt, due} ('claim'), due being -1 for an item offered without one (by an
 -- older latchkey); {} when it skipped ids of items acknowledged or removed meanwhile and the
 -- caller should simply call again.
 acl_check({'hdel', 'hget', 'hincrby', 'lpop', 'time', 'type', 'zadd'})
-expect_type(KEYS[1], 'list', 'the ready list')
-expect_type(KEYS[2], 'hash', 'the item hash')
-expect_type(KEYS[3], 'zset', 'the unacked zset')
-expect_type(KEYS[4], 'hash', 'the attempt hash')
-expect_type(KEYS[5], 'hash', 'the due hash')
-
+queue_keys('ready', 'items', 'unacked', 'attempts', 'due')
 local claim = ARGV[1] == 'claim'
 local visibility = tonumber(ARGV[2])
 if not claim and ARGV[1] ~= 'pop' then
@@ -28,7 +15,6 @@ end
 if claim and (visibility == nil or visibility < 1) then
     return redis.error_reply('ERR queue_take: bad visibility timeout')
 end
-
 for _ = 1, 100 do
     local id = redis.call('lpop', KEYS[1])
     if not id then

@@ -1,8 +1,7 @@
--- The fast path of redlock_acquire.lua (see there for KEYS and ARGV), run before the prelude's
--- helpers are defined: the lock is free on this node. The counter's SET is the first write (a
--- counter that is not an integer falls through to redlock_acquire.lua, which refuses it); HSET
--- and PEXPIRE, which follow it, are checked against the ACL before it (a refusal is raised by
--- redlock_acquire.lua).
+-- The fast path of redlock_acquire.lua, run before the prelude's helpers are defined: the lock
+-- is free on this node. The counter's SET is the first write (a counter that is not an integer
+-- falls through to redlock_acquire.lua, which refuses it); HSET and PEXPIRE, which follow it,
+-- are checked against the ACL before it (a refusal is raised by redlock_acquire.lua).
 if redis.call('exists', KEYS[1]) == 0 then
     local allowed = redis.acl_check_cmd
     local last = redis.pcall('get', KEYS[2])

@@ -1,14 +1,9 @@
 -- RedLock: raise one node's fencing counter to the token of a new quorum hold.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the node's fencing counter: redisson_lock_token:{<name>}
--- ARGV[1]  owner field
--- ARGV[2]  the hold's fencing token (the largest counter of the nodes that granted it)
--- ARGV[3]  how long the counter lives on, in ms (it expires with the lock idle)
---
--- Returns 1 when the owner still holds the lock on this node and the counter is now at least the
--- token, 0 otherwise (nothing changes then). Because the raise happens while the owner holds
--- the node, every later holder of this node increments past the token.
+-- KEYS: lock hash, the node's fencing counter. ARGV: owner field, the hold's token (the largest
+-- counter of the nodes that granted it), how long the counter lives on (ms).
+-- Returns 1 when the owner still holds the lock on this node and the counter is now at least
+-- the token, 0 otherwise (nothing changes then). Because the raise happens while the owner
+-- holds the node, every later holder of this node increments past the token.
 acl_check({'get', 'hexists', 'pttl', 'set', 'type'})
 if key_type(KEYS[1]) ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return 0

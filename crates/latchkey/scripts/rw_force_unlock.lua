@@ -1,15 +1,8 @@
--- Delete a read-write lock whoever holds it (every read and write hold, and the read lease
--- keys), and wake every waiter.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel: redisson_rwlock:{<name>}
--- KEYS[3]  the lease prefix of the lock, "{<name>}" (read lease keys are
---          "<prefix>:<reader>:rwlock_timeout:<i>")
--- ARGV[1]  the message that lets every waiter retry ("1", Redisson's READ_UNLOCK_MESSAGE)
--- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- Delete a read-write lock whoever holds it (every hold, and the read lease keys), and wake
+-- every waiter. KEYS: lock hash, channel (redisson_rwlock:{<name>}), the lock's lease prefix.
+-- ARGV: the message that lets every waiter retry ("1", Redisson's READ_UNLOCK_MESSAGE), publish.
 -- Returns 1 when a lock was deleted, 0 when there was none. A key of another type (or a hash
--- that is not a read-write lock) is an error and is left alone.
+-- that is not a read-write lock) is refused.
 local publish = publish_command(ARGV[2])
 acl_check({'del', 'hget', 'hgetall', 'type'}, publish, {KEYS[2]})
 if expect_type(KEYS[1], 'hash', 'lock key') == 'none' then

@@ -1,14 +1,7 @@
 -- A writer waiting for a read-write lock gave up (its wait ran out, its future was dropped, or
 -- the acquire failed): remove its pending mark at once, and if no live writer is pending any
 -- more, tell the readers it held back.
---
--- KEYS[1]  the lock hash
--- KEYS[2]  latchkey's pending writers (zset "<owner>:write" -> server ms)
--- KEYS[3]  the lock's channel: redisson_rwlock:{<name>}
--- ARGV[1]  the leaving writer's field "<owner>:write"
--- ARGV[2]  the message that lets every waiter retry ("1", Redisson's READ_UNLOCK_MESSAGE)
--- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- KEYS: lock hash, pending writers, channel. ARGV: the leaving write field, "1", publish.
 -- Returns 1 when the mark was removed, 0 when there was none. A key of another type is left
 -- alone.
 local publish = publish_command(ARGV[3])

@@ -1,18 +1,11 @@
--- Renew (or only check) a batch of read and write holds of read-write locks in one call: the
--- watchdog's script for both kinds of hold.
---
--- For hold i:
--- KEYS[2i - 1]   the lock hash
--- KEYS[2i]       the holder's read lease prefix "{<name>}:<owner>:rwlock_timeout" (read holds)
--- ARGV[3i - 2]   the hold's field: "<owner>" for a read hold, "<owner>:write" for a write hold
--- ARGV[3i - 1]   lease in milliseconds; 0 checks without extending
--- ARGV[3i]       "r" for a read hold, "w" for a write hold
---
--- Returns one integer per hold: 1 while the owner still holds it, 0 once it is gone. A write
--- hold is held while the hash is in write mode with the owner's write field. A read hold is
--- held while the owner's read field exists and at least one of its lease keys is alive; only
--- the owner's own lease keys are renewed (never another reader's), so a crashed reader's
--- leases run out even while others keep reading. Never writes to a key of another type.
+-- Renew (or only check) a batch of read and write holds in one call: the watchdog's script.
+-- Hold i: KEYS[2i - 1] the lock hash, KEYS[2i] the holder's read lease prefix (read holds);
+-- ARGV[3i - 2] its field, ARGV[3i - 1] lease ms (0: only check), ARGV[3i] "r" or "w".
+-- Returns 1 per hold while the owner still holds it, 0 once it is gone. A write hold is held
+-- while the hash is in write mode with the owner's write field; a read hold while the owner's
+-- read field exists and one of its lease keys is alive. Only the owner's own lease keys are
+-- renewed, so a crashed reader's leases run out even while others keep reading. Never writes
+-- to a key of another type.
 acl_check({'exists', 'hget', 'pexpire', 'pttl', 'set', 'type'})
 local result = {}
 for i = 1, #KEYS / 2 do

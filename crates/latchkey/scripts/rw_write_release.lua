@@ -1,17 +1,10 @@
--- Release the write hold of an owner of a read-write lock (Redisson RReadWriteLock layout).
---
--- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel: redisson_rwlock:{<name>}
--- KEYS[3]  the lease prefix of the lock, "{<name>}" (read lease keys are
---          "<prefix>:<reader>:rwlock_timeout:<i>")
--- ARGV[1]  the message published when the write lock goes ("1", Redisson's
---          READ_UNLOCK_MESSAGE: every waiter may retry, all readers can go)
--- ARGV[2]  the caller's write field "<owner>:write"
--- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- Release the write hold of an owner of a read-write lock.
+-- KEYS: lock hash, channel, the lock's lease prefix.
+-- ARGV: "1" (Redisson's READ_UNLOCK_MESSAGE: every waiter may retry, all readers can go), the
+-- caller's write field, publish.
 -- Returns -1 when the caller does not hold the write lock (nothing changes), otherwise 0. When
--- the holder still has a read hold (a downgrade), the lock turns to read mode and waiting
--- readers are told; otherwise the key is deleted and every waiter is told.
+-- the holder still has a read hold (a downgrade), the lock turns to read mode; otherwise the
+-- key is deleted. Every waiter is told.
 local publish = publish_command(ARGV[3])
 acl_check({'del', 'hdel', 'hexists', 'hget', 'hgetall', 'hlen', 'hset', 'pexpire', 'pttl',
     'type'}, publish, {KEYS[2]})

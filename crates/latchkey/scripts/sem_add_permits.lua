@@ -1,19 +1,10 @@
--- Add permits to a semaphore, or take some away with a negative delta
--- (Redisson's RSemaphore.addPermits).
---
--- KEYS[1]  the available permits (string holding an integer)
--- KEYS[2]  latchkey's record of the total permits (string holding an integer)
--- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
--- ARGV[1]  the delta (an integer, may be negative)
--- ARGV[2]  the largest total allowed
--- ARGV[3]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
---
+-- Add permits to a semaphore, or take some away with a negative delta (addPermits).
+-- KEYS: as sem_release.lua. ARGV: the delta, the largest total allowed, publish.
 -- The available count moves by the delta and may go below zero when permits are out (acquirers
 -- then wait until enough are released). The total moves by the delta too; a semaphore that does
 -- not exist yet starts with total = delta. For a Redisson-made semaphore (no total record) only
 -- the available count exists and moves. A record below the available count (a Redisson client
 -- added permits; it never updates the record) is first raised to that count.
---
 -- Returns {1, available_after} (published, as Redisson does), {-1, total} when the total would
 -- go below zero, {-2, total} when it would exceed ARGV[2]; nothing changes in those cases.
 local publish = publish_command(ARGV[3])
@@ -31,10 +22,8 @@ if total ~= nil then
 elseif available == nil then
     new_total = delta
 end
-local check = new_total
-if check == nil then
-    check = available + delta
-end
+-- Without a total record, the available count moves alone.
+local check = new_total or available + delta
 if check < 0 then
     return {-1, total or available or 0}
 end

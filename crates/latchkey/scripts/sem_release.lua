@@ -1,20 +1,12 @@
 -- Give permits back to a semaphore and wake waiters (Redisson's RSemaphore layout).
---
--- KEYS[1]  the available permits (string holding an integer)
--- KEYS[2]  latchkey's record of the semaphore's total permits (string holding an integer);
---          absent when the semaphore was set up by a Redisson client
--- KEYS[3]  the wake-up channel: redisson_sc:{<name>}
--- ARGV[1]  how many permits to give back (>= 1)
--- ARGV[2]  the publish command: "publish", or "spublish" on a cluster (sharded pub/sub)
--- ARGV[3]  "held": permits a guard holds (taken by an acquire, not yet given back), released
---          whatever the counts say; "check": permits released without a guard, refused when
---          they would leave more available than the record of the total
---
--- Returns {1, available_after} when released; the new available count is published, as
--- Redisson does (waiters wake up to that many of their own). Returns {0, total} and changes
--- nothing when a "check" release would leave more permits available than the total
--- (over-release). Without a total record (a Redisson-made semaphore) every release is accepted.
---
+-- KEYS: the available permits, latchkey's total record, the channel redisson_sc:{<name>}.
+-- ARGV: how many (>= 1), publish, "held": permits a guard holds (taken by an acquire),
+-- released whatever the counts say; "check": permits released without a guard, refused when
+-- they would leave more available than the record of the total.
+-- Returns {1, available_after} when released; the new count is published, as Redisson does
+-- (waiters wake up to that many of their own). Returns {0, total} and changes nothing when a
+-- "check" release would over-release. Without a total record (a Redisson-made semaphore)
+-- every release is accepted.
 -- Redisson clients change the count without updating the record (addPermits, release,
 -- trySetPermits after a delete, setPermits), so the record can be lower than the real total.
 -- A "held" release is never refused for that: those permits were taken out of the count, so

@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_info::Registration;
-use crate::conn::{within, Conn, Target};
+#[cfg(feature = "sentinel")]
+use crate::conn::within;
+use crate::conn::{Conn, Target};
 use crate::connect::{redact, Endpoint, Topology};
 use crate::error::{check_range, Error, Result, HOUR};
 use crate::keys::check_name;
@@ -117,28 +119,6 @@ impl ClientBuilder {
         }
     }
 
-    /// Whether the metrics this client records carry the lock, semaphore, latch or queue name
-    /// as a `name` label (default `false`). Off by default because every distinct name becomes
-    /// a time series of its own in the metrics backend: turn it on only when the names are few
-    /// and fixed (not one lock per order or per user). Every metric is listed in the table of
-    /// `docs/metrics.md` (see "Metrics and tracing" in the crate docs).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f() -> latchkey_redis::Result<()> {
-    /// let client = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
-    ///     .metrics_name_label(true) // latchkey_acquires_total{primitive="lock",name="nightly-report",…}
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn metrics_name_label(mut self, enabled: bool) -> ClientBuilder {
-        self.metrics_name_label = enabled;
-        self
-    }
-
     /// A name for this client, shown beside its owner ids by the tools that list holders
     /// (`latchkey status`, [`Client::client_info`]) with the host, process id and program,
     /// which every client registers anyway: e.g. the service and its instance. At most 256
@@ -157,14 +137,6 @@ impl ClientBuilder {
     /// ```
     pub fn client_name(mut self, name: impl Into<String>) -> ClientBuilder {
         self.client_name = Some(name.into());
-        self
-    }
-
-    /// The lease of a lock taken without an explicit lease (default
-    /// [`Client::DEFAULT_WATCHDOG_TIMEOUT`], 30 s). The watchdog renews such locks every third
-    /// of it for as long as they are held. At least [`Client::MIN_WATCHDOG_TIMEOUT`].
-    pub fn watchdog_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.watchdog_timeout = timeout;
         self
     }
 
@@ -220,71 +192,12 @@ impl ClientBuilder {
         self
     }
 
-    /// How long connecting may take before it fails with [`Error::Timeout`] (default 3 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one command may take before it fails with [`Error::Timeout`] (default 3 s).
-    pub fn command_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.command_timeout = timeout;
-        self
-    }
-
     /// Puts every object of this client under `namespace`: the object called `name` is kept
     /// as `<namespace>:<name>` (its derived keys follow, e.g. `redisson_lock_token:{<namespace>:<name>}`),
     /// like a Redisson `NameMapper` that adds a prefix. A namespace is 1 to 64 characters from
     /// `A-Z a-z 0-9 _ . -`, so `<namespace>:<name>` never reads as another namespace's object.
     pub fn namespace(mut self, namespace: impl Into<String>) -> ClientBuilder {
         self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Replica-synced acquires: after the acquire script of a lock, fair lock, read-write lock,
-    /// semaphore or permit semaphore granted something, `WAIT` (pipelined on the same
-    /// connection) for replicas to acknowledge it; if too few do within the timeout, the grant
-    /// is undone (released, or the permits given back) and the acquire fails with
-    /// [`Error::NotReplicated`]. Other writes (latches, queues, releases) are not waited for.
-    /// This narrows the window in which a failover to a replica that never saw the lock gives it
-    /// to a second holder — it does not close it (`WAIT` does not make Redis strongly
-    /// consistent: a replica that acknowledged may still not be the one promoted, and writes are
-    /// not fsynced by `WAIT`).
-    /// Default [`ReplicaSync::Auto`].
-    pub fn replica_sync(mut self, sync: ReplicaSync) -> ClientBuilder {
-        self.replica_sync = sync;
-        self
-    }
-
-    /// With [`ReplicaSync::Auto`]: how long grants on a primary that had replicas and lost
-    /// them all are refused with [`Error::NotReplicated`] before the loss is taken for real
-    /// (default 15 s, at most one hour). Losing every replica at once is what a failover
-    /// looks like from the demoted primary, which takes writes until the sentinels reconfigure
-    /// it; a grant there would be a second holder's. After the grace (and, on Sentinel, only
-    /// if every sentinel that answers names this primary) acquires go on without waiting, and
-    /// a warning is logged.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f() -> latchkey_redis::Result<()> {
-    /// use std::time::Duration;
-    /// let client = latchkey_redis::Client::builder("redis+sentinel://127.0.0.1:26379/mymaster")
-    ///     .replica_loss_grace(Duration::from_secs(30))
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn replica_loss_grace(mut self, grace: Duration) -> ClientBuilder {
-        self.replica_loss_grace = grace;
-        self
-    }
-
-    /// How long an unused pub/sub subscription is kept before it is dropped (default 1 s), so
-    /// that waiters that come and go on a busy lock do not subscribe and unsubscribe each time.
-    pub fn subscription_linger(mut self, linger: Duration) -> ClientBuilder {
-        self.subscription_linger = linger;
         self
     }
 
@@ -530,14 +443,11 @@ impl ClientBuilder {
         ] {
             check_range(what, value, Duration::from_nanos(1)..=HOUR, hint)?;
         }
-        let grace = self.replica_loss_grace;
-        let hint = "use at most one hour";
-        check_range("replica loss grace", grace, Duration::ZERO..=HOUR, hint)?;
-        if self.subscription_linger > HOUR {
-            return Err(Error::invalid(
-                "subscription linger",
-                "use at most one hour".to_owned(),
-            ));
+        for (what, value) in [
+            ("replica loss grace", self.replica_loss_grace),
+            ("subscription linger", self.subscription_linger),
+        ] {
+            check_range(what, value, Duration::ZERO..=HOUR, "use at most one hour")?;
         }
         Ok(())
     }
@@ -593,6 +503,91 @@ impl ClientBuilder {
 /// Refuses an application's cluster client that speaks RESP2, on which latchkey's sharded
 /// subscriptions would never deliver a message (see
 /// [`ClientBuilder::from_cluster_client`]). A user who may not run `CLIENT INFO` is not checked.
+/// Builder methods that set a field to the value given.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty;)+) => {
+        impl ClientBuilder {
+            $(
+                $(#[$doc])*
+                pub fn $field(mut self, $field: $ty) -> ClientBuilder {
+                    self.$field = $field;
+                    self
+                }
+            )+
+        }
+    };
+}
+
+setters! {
+    /// Whether the metrics this client records carry the lock, semaphore, latch or queue name
+    /// as a `name` label (default `false`). Off by default because every distinct name becomes
+    /// a time series of its own in the metrics backend: turn it on only when the names are few
+    /// and fixed (not one lock per order or per user). Every metric is listed in the table of
+    /// `docs/metrics.md` (see "Metrics and tracing" in the crate docs).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> latchkey_redis::Result<()> {
+    /// let client = latchkey_redis::Client::builder("redis://127.0.0.1:6379")
+    ///     .metrics_name_label(true) // latchkey_acquires_total{primitive="lock",name="nightly-report",…}
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    metrics_name_label: bool;
+
+    /// The lease of a lock taken without an explicit lease (default
+    /// [`Client::DEFAULT_WATCHDOG_TIMEOUT`], 30 s). The watchdog renews such locks every third
+    /// of it for as long as they are held. At least [`Client::MIN_WATCHDOG_TIMEOUT`].
+    watchdog_timeout: Duration;
+
+    /// How long connecting may take before it fails with [`Error::Timeout`] (default 3 s).
+    connect_timeout: Duration;
+
+    /// How long one command may take before it fails with [`Error::Timeout`] (default 3 s).
+    command_timeout: Duration;
+
+    /// Replica-synced acquires: after the acquire script of a lock, fair lock, read-write lock,
+    /// semaphore or permit semaphore granted something, `WAIT` (pipelined on the same
+    /// connection) for replicas to acknowledge it; if too few do within the timeout, the grant
+    /// is undone (released, or the permits given back) and the acquire fails with
+    /// [`Error::NotReplicated`]. Other writes (latches, queues, releases) are not waited for.
+    /// This narrows the window in which a failover to a replica that never saw the lock gives it
+    /// to a second holder — it does not close it (`WAIT` does not make Redis strongly
+    /// consistent: a replica that acknowledged may still not be the one promoted, and writes are
+    /// not fsynced by `WAIT`).
+    /// Default [`ReplicaSync::Auto`].
+    replica_sync: ReplicaSync;
+
+    /// With [`ReplicaSync::Auto`]: how long grants on a primary that had replicas and lost
+    /// them all are refused with [`Error::NotReplicated`] before the loss is taken for real
+    /// (default 15 s, at most one hour). Losing every replica at once is what a failover
+    /// looks like from the demoted primary, which takes writes until the sentinels reconfigure
+    /// it; a grant there would be a second holder's. After the grace (and, on Sentinel, only
+    /// if every sentinel that answers names this primary) acquires go on without waiting, and
+    /// a warning is logged.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> latchkey_redis::Result<()> {
+    /// use std::time::Duration;
+    /// let client = latchkey_redis::Client::builder("redis+sentinel://127.0.0.1:26379/mymaster")
+    ///     .replica_loss_grace(Duration::from_secs(30))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    replica_loss_grace: Duration;
+
+    /// How long an unused pub/sub subscription is kept before it is dropped (default 1 s), so
+    /// that waiters that come and go on a busy lock do not subscribe and unsubscribe each time.
+    subscription_linger: Duration;
+}
+
 #[cfg(feature = "cluster")]
 async fn check_resp3(conn: &Conn) -> Result<()> {
     let info: std::result::Result<String, _> = conn
@@ -718,8 +713,12 @@ pub(crate) trait Object {
         policy: WakePolicy,
         primitive: &'static str,
     ) -> Waiting<'a> {
+        // Recording the acquire metrics of this handle.
         let site = Site::new(self.client(), primitive, self.name());
-        Waiting::new(&self.client().inner.hub, channel, policy).metered(site)
+        Waiting {
+            site: Some(site),
+            ..Waiting::new(&self.client().inner.hub, channel, policy)
+        }
     }
 }
 
@@ -886,7 +885,7 @@ impl Client {
 
     /// Whether acquires wait for replicas, and for how many (see [`ClientBuilder::replica_sync`]).
     pub fn replica_sync(&self) -> Option<(u32, Duration)> {
-        self.inner.replicas.sync()
+        self.inner.replicas.sync
     }
 
     /// How many pub/sub channels this client is subscribed to right now (including lingering

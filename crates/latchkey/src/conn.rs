@@ -24,9 +24,9 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 
+#[cfg(feature = "sentinel")]
+use crate::error::lock;
 use crate::error::{Error, Result};
-#[cfg(feature = "cluster")]
-use crate::keys::key_slot;
 use crate::scripts::{eval_cmd, is_noscript, Invocation};
 
 /// Where the primary (or, for a cluster, the seed nodes) is.
@@ -227,17 +227,13 @@ struct SentinelConn {
 
 #[cfg(feature = "sentinel")]
 impl SentinelConn {
-    fn current(&self) -> std::sync::MutexGuard<'_, Option<(MultiplexedConnection, Arc<str>)>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The connection to the primary and that primary's address, read together.
     async fn get_with_addr(&self) -> redis::RedisResult<(MultiplexedConnection, Arc<str>)> {
-        if let Some(current) = self.current().as_ref() {
+        if let Some(current) = lock(&self.current).as_ref() {
             return Ok(current.clone());
         }
         let _connecting = self.connecting.lock().await;
-        if let Some(current) = self.current().as_ref() {
+        if let Some(current) = lock(&self.current).as_ref() {
             return Ok(current.clone());
         }
         let client = self.target.client().await?;
@@ -248,7 +244,7 @@ impl SentinelConn {
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        *self.current() = Some((conn.clone(), addr.clone()));
+        *lock(&self.current) = Some((conn.clone(), addr.clone()));
         Ok((conn, addr))
     }
 
@@ -262,7 +258,7 @@ impl SentinelConn {
                 || matches!(err.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
         });
         if moved {
-            *self.current() = None;
+            *lock(&self.current) = None;
         }
     }
 }
@@ -372,7 +368,7 @@ impl Conn {
     pub(crate) fn sentinel_primary(&self) -> Option<Arc<str>> {
         match &self.backend {
             #[cfg(feature = "sentinel")]
-            Backend::Sentinel(s) => s.current().as_ref().map(|(_, addr)| addr.clone()),
+            Backend::Sentinel(s) => lock(&s.current).as_ref().map(|(_, addr)| addr.clone()),
             _ => None,
         }
     }
@@ -396,7 +392,7 @@ impl Conn {
         let _ = addr;
         #[cfg(feature = "sentinel")]
         if let Backend::Sentinel(s) = &self.backend {
-            let mut current = s.current();
+            let mut current = lock(&s.current);
             if addr.is_none_or(|addr| current.as_ref().is_some_and(|(_, a)| &**a == addr)) {
                 *current = None;
             }
@@ -538,12 +534,9 @@ impl Conn {
     /// slot of the first key, so that a `WAIT` counts that shard's replicas. Also returns, on a
     /// Sentinel deployment, the address of the primary both ran on (the connection may have
     /// moved to another primary by the time they are answered).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn script_then<T: FromRedisValue + Send, U: FromRedisValue + Send>(
         &self,
-        script: &redis::Script,
-        keys: &[&str],
-        args: &[String],
+        (invocation, slot): (&Invocation<'_>, u16),
         tail: &Cmd,
         extra: Duration,
         context: &'static str,
@@ -552,20 +545,11 @@ impl Conn {
         let pipeline = |whole| {
             let mut pipeline = redis::pipe();
             pipeline
-                .add_command(eval_cmd(
-                    script.get_hash(),
-                    whole,
-                    keys.iter().map(|k| k.as_bytes()),
-                    args.iter().map(|a| a.as_bytes()),
-                ))
+                .add_command(invocation.cmd(whole))
                 .add_command(tail.clone());
             pipeline
         };
         let timeout = self.timeout + extra;
-        #[cfg(feature = "cluster")]
-        let slot = keys.first().map(|k| key_slot(k.as_bytes()));
-        #[cfg(not(feature = "cluster"))]
-        let slot = None;
         // Boxed: see `Conn::evalsha`.
         let run = boxed_sync(async {
             let (mut handle, ran_on) = match &self.backend {
@@ -574,7 +558,7 @@ impl Conn {
                     let (conn, addr) = Box::pin(s.get_with_addr()).await?;
                     (Handle::Plain(conn), Some(addr))
                 }
-                _ => (self.handle_for_slot(slot).await?, None),
+                _ => (self.handle_for_slot(Some(slot)).await?, None),
             };
             let (first, then) = match pipeline(false).query_async::<(T, U)>(&mut handle).await {
                 // A new primary that never saw the script (Redis does not replicate SCRIPT

@@ -388,10 +388,7 @@ impl Topology {
 }
 
 /// One shard of a Redis Cluster: the slot ranges its primary serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Shard {
-    pub(crate) slots: Vec<(u16, u16)>,
-}
+pub(crate) type Shard = Vec<(u16, u16)>;
 
 /// The shards in a `CLUSTER NODES` reply: one per primary that serves slots. (Not
 /// `CLUSTER SLOTS`: it leaves out replicas whose offset the node has not heard of yet.)
@@ -406,7 +403,7 @@ pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<Shard> {
             {
                 return None;
             }
-            let slots: Vec<(u16, u16)> = fields[8..]
+            let slots: Shard = fields[8..]
                 .iter()
                 // `[slot->-node]` / `[slot-<-node]`: a slot being migrated or imported.
                 .filter(|range| !range.starts_with('['))
@@ -415,7 +412,7 @@ pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<Shard> {
                     None => range.parse().ok().map(|slot| (slot, slot)),
                 })
                 .collect();
-            (!slots.is_empty()).then_some(Shard { slots })
+            (!slots.is_empty()).then_some(slots)
         })
         .collect()
 }

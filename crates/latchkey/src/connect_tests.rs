@@ -66,14 +66,7 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 12000 [5461->-
 ";
     assert_eq!(
         parse_cluster_nodes(text),
-        vec![
-            Shard {
-                slots: vec![(5461, 10922)],
-            },
-            Shard {
-                slots: vec![(0, 5460), (12000, 12000)],
-            },
-        ]
+        vec![vec![(5461, 10922)], vec![(0, 5460), (12000, 12000)],]
     );
     assert!(parse_cluster_nodes("").is_empty());
 }

@@ -50,7 +50,11 @@ impl Client {
     /// # }
     /// ```
     pub fn election(&self, name: impl Into<String>) -> Election {
-        Election::new(self.clone(), name.into())
+        let (client, name) = (self.clone(), name.into());
+        let keys = ElectionKeys::new(client.namespace(), &name);
+        Election {
+            inner: Arc::new(ElectionInner { client, name, keys }),
+        }
     }
 }
 
@@ -140,13 +144,6 @@ impl Election {
     /// assert_eq!(latchkey_redis::Election::MAX_VALUE_LEN, 4096);
     /// ```
     pub const MAX_VALUE_LEN: usize = 4096;
-
-    fn new(client: Client, name: String) -> Election {
-        let keys = ElectionKeys::new(client.namespace(), &name);
-        Election {
-            inner: Arc::new(ElectionInner { client, name, keys }),
-        }
-    }
 
     /// The election's name as given to [`Client::election`] (without the namespace).
     ///

@@ -569,9 +569,7 @@ impl Error {
             _ => Error::Redis(err),
         }
     }
-}
 
-impl Error {
     /// On a cluster the scripts publish with `spublish`: a refused `publish` (named from the
     /// script's `publish` variable) was that.
     pub(crate) fn sharded(self) -> Error {
@@ -586,6 +584,12 @@ impl Error {
             other => other,
         }
     }
+}
+
+/// Locks `mutex`. Every critical section of latchkey's mutexes is a few infallible updates, so
+/// a panic while one was held leaves nothing torn: poisoning is ignored.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One millisecond, the shortest lease or per-node timeout accepted.

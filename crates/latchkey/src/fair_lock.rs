@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Object};
 use crate::error::{check_range, Result};
-use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, GuardCore, Holds};
+use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, Holds};
 use crate::keys::{check_name, named_debug, FairLockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
@@ -113,6 +113,7 @@ struct FairInner {
 }
 
 named_debug!(FairLock, "thread_wait_time" => thread_wait_time);
+crate::client::object!(FairLock);
 
 impl Client {
     /// A fair lock named `name`, with the
@@ -132,7 +133,17 @@ impl Client {
     /// # }
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
-        FairLock::new(self.clone(), name.into())
+        let (client, name) = (self.clone(), name.into());
+        let keys = FairLockKeys::new(client.namespace(), &name);
+        let thread_wait_time = FairLock::DEFAULT_THREAD_WAIT_TIME;
+        FairLock {
+            inner: Arc::new(FairInner {
+                client,
+                name,
+                keys,
+                thread_wait_time,
+            }),
+        }
     }
 }
 
@@ -196,18 +207,6 @@ lock_methods! {
 }
 
 impl FairLock {
-    fn new(client: Client, name: String) -> FairLock {
-        let keys = FairLockKeys::new(client.namespace(), &name);
-        FairLock {
-            inner: Arc::new(FairInner {
-                keys,
-                thread_wait_time: FairLock::DEFAULT_THREAD_WAIT_TIME,
-                client,
-                name,
-            }),
-        }
-    }
-
     /// The thread wait time (Redisson's `threadWaitTime`) unless set with
     /// [`FairLock::with_thread_wait_time`]: 30 seconds, the same as the default watchdog lease,
     /// so that a killed process holds up the lock for about as long whether it held the lock or
@@ -329,43 +328,37 @@ impl FairLock {
         lease: Lease,
         deadline: Option<Instant>,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<FairLockGuard>>> + Send + '_>> {
-        Box::pin(self.acquire_inner(lease, deadline))
-    }
-
-    async fn acquire_inner(
-        &self,
-        lease: Lease,
-        deadline: Option<Instant>,
-    ) -> Result<Option<FairLockGuard>> {
-        check_name(&self.inner.name)?;
-        let claim = Claim::new(self);
-        // This acquire's wake channel: a release wakes the head of the queue on its own.
-        let channel = self.inner.keys.channel(claim.owner());
-        // The caller's place in the queue. Dropped without being disarmed (give-up, error,
-        // cancellation), it leaves the queue.
-        let place = Place::default();
-        let waiting = Waiting {
-            max_park: self.park_cap(),
-            ..self.waiting(&channel, WakePolicy::All, "fair_lock")
-        };
-        let granted = waiting
-            .run(deadline, |turn| {
-                let (place, claim) = (&place, claim.clone());
-                async move {
-                    // Run detached: if the caller is gone when the answer comes, the guard or
-                    // queue entry it carries is dropped in the task that finishes the call,
-                    // which releases the hold or leaves the queue.
-                    let FairAttempt { attempt, entry } =
-                        detached_try(attempt(claim, lease, turn.park).boxed()).await?;
-                    place.keep_first(entry);
-                    Ok(attempt)
-                }
-            })
-            .await?;
-        if granted.is_some() {
-            place.disarm();
-        }
-        Ok(granted)
+        Box::pin(async move {
+            check_name(&self.inner.name)?;
+            let claim = Claim::new(self);
+            // This acquire's wake channel: a release wakes the head of the queue on its own.
+            let channel = self.inner.keys.channel(claim.owner());
+            // The caller's place in the queue. Dropped without being disarmed (give-up, error,
+            // cancellation), it leaves the queue.
+            let place = Place::default();
+            let waiting = Waiting {
+                max_park: self.park_cap(),
+                ..self.waiting(&channel, WakePolicy::All, "fair_lock")
+            };
+            let granted = waiting
+                .run(deadline, |turn| {
+                    let (place, claim) = (&place, claim.clone());
+                    async move {
+                        // Run detached: if the caller is gone when the answer comes, the guard or
+                        // queue entry it carries is dropped in the task that finishes the call,
+                        // which releases the hold or leaves the queue.
+                        let FairAttempt { attempt, entry } =
+                            detached_try(attempt(claim, lease, turn.park).boxed()).await?;
+                        place.keep_first(entry);
+                        Ok(attempt)
+                    }
+                })
+                .await?;
+            if granted.is_some() {
+                place.disarm();
+            }
+            Ok(granted)
+        })
     }
 
     /// The script call that removes the queue entry of `owner`.
@@ -513,20 +506,18 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
     Ok(FairAttempt { attempt, entry })
 }
 
-/// One hold of a [`FairLock`]. Releasing it (explicitly with [`FairLockGuard::unlock`], or by
-/// dropping it and every guard [re-entered](FairLockGuard::reenter) from it) wakes the first
-/// waiter in line.
-///
-/// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
-/// Dropping it never blocks: the release is handed to the client's background task.
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct FairLockGuard {
-    core: GuardCore<FairLock>,
-}
-
-lock_guard!(FairLockGuard, lock: FairLock, "client.fair_lock(\"orders:1001\").lock()");
-
-crate::client::object!(FairLock);
+lock_guard!(
+    /// One hold of a [`FairLock`]. Releasing it (explicitly with [`FairLockGuard::unlock`], or by
+    /// dropping it and every guard [re-entered](FairLockGuard::reenter) from it) wakes the first
+    /// waiter in line.
+    ///
+    /// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
+    /// Dropping it never blocks: the release is handed to the client's background task.
+    #[must_use = "dropping the guard releases the lock at once"]
+    FairLockGuard(FairLock),
+    "client.fair_lock(\"orders:1001\").lock()",
+    lock
+);
 
 impl Holds for FairLock {
     const KIND: &'static str = "fair_lock";

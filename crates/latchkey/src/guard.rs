@@ -215,8 +215,8 @@ pub(crate) trait Holds: Object + Clone + Send + Sync + 'static {
     }
     /// How the watchdog renews the hold of `field`: as a lock hash's field, unless the
     /// primitive keeps its holds otherwise.
-    fn renewal(&self, field: &Arc<str>) -> Arc<dyn Renewal> {
-        crate::watchdog::LockRenewal::of(self.key(), field)
+    fn renewal(&self, field: &Arc<str>) -> Arc<Renewal> {
+        Renewal::of(self.key(), field)
     }
     /// The release script call of the hold of `field`.
     fn release_task(&self, field: &str) -> Task;
@@ -373,13 +373,15 @@ where
                 sent_at,
                 held.renewal(claim.field()),
             );
-            Ok(Attempt::Granted(guard(GuardCore::new(
-                held.clone(),
-                claim.field().clone(),
+            Ok(Attempt::Granted(guard(GuardCore(Arc::new(Hold {
+                held: held.clone(),
+                field: claim.field().clone(),
                 ticket,
                 lease,
-                *token as u64,
-            ))))
+                fencing_token: *token as u64,
+                granted_at: Instant::now(),
+                released: false,
+            })))))
         }
         other => {
             if !state.uncertain.load(Ordering::Acquire) {
@@ -455,24 +457,6 @@ impl<H: Holds> Drop for Hold<H> {
 pub(crate) struct GuardCore<H: Holds>(Arc<Hold<H>>);
 
 impl<H: Holds> GuardCore<H> {
-    pub(crate) fn new(
-        held: H,
-        field: Arc<str>,
-        ticket: Ticket,
-        lease: Lease,
-        fencing_token: u64,
-    ) -> GuardCore<H> {
-        GuardCore(Arc::new(Hold {
-            held,
-            field,
-            ticket,
-            lease,
-            fencing_token,
-            granted_at: Instant::now(),
-            released: false,
-        }))
-    }
-
     /// The primitive handle this hold belongs to.
     pub(crate) fn held(&self) -> &H {
         &self.0.held
@@ -507,6 +491,7 @@ impl<H: Holds> GuardCore<H> {
 
     /// Forgets this hold without the release its last guard would send: for a primitive that
     /// ended it in Redis itself (a job's run that recorded its outcome). Its renewals stop.
+    #[cfg(feature = "scheduler")]
     pub(crate) fn forget(self) {
         if let Ok(mut hold) = Arc::try_unwrap(self.0) {
             hold.released = true;
@@ -551,20 +536,26 @@ impl<H: Holds> GuardCore<H> {
     }
 }
 
-/// The methods every lock guard has, delegating to its `core` field: `fencing_token`,
-/// `is_lost`, `lost`, `reenter`, `unlock`, `Debug` and [`Guard`].
+/// A lock guard type, declared with the attributes given, over a [`GuardCore`] of `$held` in
+/// its `core` field, and the methods every lock guard has, delegating to it: `fencing_token`,
+/// `is_lost`, `lost`, `reenter`, `unlock`, `Debug` and [`Guard`]; with `$accessor`, the
+/// handle's accessor.
 macro_rules! lock_guard {
-    ($guard:ident, $accessor:ident: $handle:ty, $example:literal) => {
-        impl $guard {
-            /// The handle this guard holds a lock of.
-            pub fn $accessor(&self) -> &$handle {
-                self.core.held()
-            }
+    ($(#[$attr:meta])* $guard:ident($held:ty), $example:literal $(, $accessor:ident)?) => {
+        $(#[$attr])*
+        pub struct $guard {
+            pub(crate) core: crate::guard::GuardCore<$held>,
         }
 
-        crate::guard::lock_guard!($guard, $example);
-    };
-    ($guard:ident, $example:literal) => {
+        $(
+            impl $guard {
+                /// The handle this guard holds a lock of.
+                pub fn $accessor(&self) -> &$held {
+                    self.core.held()
+                }
+            }
+        )?
+
         impl std::fmt::Debug for $guard {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.core.debug(f, stringify!($guard))
@@ -869,7 +860,7 @@ macro_rules! lock_methods {
                 op: crate::metrics::Op,
                 options: crate::LockOptions,
             ) -> crate::Result<Option<$guard>> {
-                let span = crate::guard::op_span(self, op, options.wait_value());
+                let span = crate::guard::op_span(self, op, options.wait);
                 let (lease, deadline) = options.checked()?;
                 tracing::Instrument::instrument(self.acquire(lease, deadline), span).await
             }

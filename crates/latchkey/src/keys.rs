@@ -165,6 +165,18 @@ prefixed_keys! {
     }
 }
 
+impl LockKeys {
+    /// The KEYS of the release and leave scripts: the hash, the channel and the wait queue.
+    pub(crate) fn release_keys(&self) -> Vec<Arc<str>> {
+        let queue = [&self.queue, &self.alive, &self.hand_off];
+        [&self.hash, &self.channel]
+            .into_iter()
+            .chain(queue)
+            .cloned()
+            .collect()
+    }
+}
+
 prefixed_keys! {
     /// The keys and channels of a leader election (latchkey's own; Redisson has no election).
     ElectionKeys {

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Object};
 use crate::error::Result;
-use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, GuardCore, Holds};
+use crate::guard::{attempt_hold, lock_guard, lock_methods, lock_reads, Claim, Holds};
 use crate::keys::{check_name, named_debug, LockKeys};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
@@ -38,7 +38,11 @@ impl Client {
     /// # }
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        let (client, name) = (self.clone(), name.into());
+        let keys = LockKeys::new(client.namespace(), &name);
+        Lock {
+            inner: Arc::new(LockInner { client, name, keys }),
+        }
     }
 }
 
@@ -102,8 +106,10 @@ pub(crate) fn token(value: i64) -> Option<crate::FencingToken> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[must_use]
 pub struct LockOptions {
-    lease: Option<Duration>,
-    wait: Option<Duration>,
+    /// The fixed lease, if one was given (read by the multi-lock too).
+    pub(crate) lease: Option<Duration>,
+    /// The wait, if one was given.
+    pub(crate) wait: Option<Duration>,
 }
 
 impl LockOptions {
@@ -112,19 +118,9 @@ impl LockOptions {
         LockOptions::default()
     }
 
-    /// The fixed lease, if one was given (read by the multi-lock and RedLock).
-    pub(crate) fn lease_value(&self) -> Option<Duration> {
-        self.lease
-    }
-
     /// The lease and the deadline these options ask for, checked.
     pub(crate) fn checked(&self) -> Result<(Lease, Option<Instant>)> {
         checked_options(self.lease, self.wait, "`lock()`")
-    }
-
-    /// The wait, if one was given (read by the multi-lock and RedLock).
-    pub(crate) fn wait_value(&self) -> Option<Duration> {
-        self.wait
     }
 
     /// A fixed lease: the lock expires this long after it is taken unless released first, and
@@ -186,6 +182,7 @@ struct LockInner {
 }
 
 named_debug!(Lock);
+crate::client::object!(Lock);
 
 lock_reads!(Lock);
 
@@ -237,13 +234,6 @@ lock_methods! {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Lock {
-        let keys = LockKeys::new(client.namespace(), &name);
-        Lock {
-            inner: Arc::new(LockInner { client, name, keys }),
-        }
-    }
-
     /// The lock's name as given to [`Client::lock`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `printer` and the lock is kept at `billing:printer` in Redis. The name is checked
@@ -285,13 +275,7 @@ impl Lock {
         let inner = &self.inner;
         Task::new(
             &scripts::LOCK_LEAVE,
-            vec![
-                inner.keys.hash.clone(),
-                inner.keys.channel.clone(),
-                inner.keys.queue.clone(),
-                inner.keys.alive.clone(),
-                inner.keys.hand_off.clone(),
-            ],
+            inner.keys.release_keys(),
             vec![
                 inner.client.inner.wake_id.to_string(),
                 HAND_OFF_RESERVATION.as_millis().to_string(),
@@ -389,13 +373,8 @@ async fn attempt(
     let lock = claim.held();
     let inner = &lock.inner;
     let client = &inner.client.inner;
-    let keys = [
-        &*inner.keys.hash,
-        &*inner.keys.token,
-        &*inner.keys.queue,
-        &*inner.keys.alive,
-        &*inner.keys.hand_off,
-    ];
+    let k = &inner.keys;
+    let keys = [&*k.hash, &*k.token, &*k.queue, &*k.alive, &*k.hand_off];
     let args = |lease_ms: u64| {
         vec![
             lease_ms.to_string(),
@@ -426,19 +405,17 @@ async fn attempt(
     .await
 }
 
-/// One hold of a [`Lock`]. Releasing it (explicitly with [`LockGuard::unlock`], or by dropping
-/// it, and every guard [re-entered](LockGuard::reenter) from it) frees the lock.
-///
-/// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
-/// Dropping it never blocks: the release is handed to the client's background task.
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct LockGuard {
-    core: GuardCore<Lock>,
-}
-
-lock_guard!(LockGuard, lock: Lock, "client.lock(\"orders:1001\").lock()");
-
-crate::client::object!(Lock);
+lock_guard!(
+    /// One hold of a [`Lock`]. Releasing it (explicitly with [`LockGuard::unlock`], or by dropping
+    /// it, and every guard [re-entered](LockGuard::reenter) from it) frees the lock.
+    ///
+    /// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
+    /// Dropping it never blocks: the release is handed to the client's background task.
+    #[must_use = "dropping the guard releases the lock at once"]
+    LockGuard(Lock),
+    "client.lock(\"orders:1001\").lock()",
+    lock
+);
 
 impl Holds for Lock {
     const KIND: &'static str = "lock";
@@ -449,16 +426,9 @@ impl Holds for Lock {
 
     fn release_task(&self, field: &str) -> Task {
         let inner = &self.inner;
-        let keys = &inner.keys;
         Task::new(
             &scripts::LOCK_RELEASE,
-            vec![
-                keys.hash.clone(),
-                keys.channel.clone(),
-                keys.queue.clone(),
-                keys.alive.clone(),
-                keys.hand_off.clone(),
-            ],
+            inner.keys.release_keys(),
             vec![
                 scripts::UNLOCK_MESSAGE.to_owned(),
                 field.to_owned(),

@@ -224,13 +224,18 @@ pub(crate) fn acquire_span(
     name: &str,
     deadline: Option<tokio::time::Instant>,
 ) -> tracing::Span {
-    match deadline {
-        None => span(Op::Acquire, primitive, name, None),
-        Some(deadline) => {
-            let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
-            span(Op::TryAcquire, primitive, name, Some(wait))
-        }
-    }
+    wait_span([Op::Acquire, Op::TryAcquire], primitive, name, deadline)
+}
+
+/// The span of `ops[0]`, or of `ops[1]` with the wait left before `deadline`.
+fn wait_span(
+    ops: [Op; 2],
+    primitive: &'static str,
+    name: &str,
+    deadline: Option<tokio::time::Instant>,
+) -> tracing::Span {
+    let wait = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+    span(ops[usize::from(wait.is_some())], primitive, name, wait)
 }
 
 /// Runs the acquire `work` of a primitive that does not wait in the one wait loop (multi
@@ -243,13 +248,7 @@ pub(crate) async fn lock_traced<G, E>(
     work: impl std::future::Future<Output = Result<Option<G>, E>>,
 ) -> Result<Option<G>, E> {
     let started = tokio::time::Instant::now();
-    let span = match deadline {
-        None => span(Op::Lock, site.primitive, name, None),
-        Some(deadline) => {
-            let wait = deadline.saturating_duration_since(started);
-            span(Op::TryLock, site.primitive, name, Some(wait))
-        }
-    };
+    let span = wait_span([Op::Lock, Op::TryLock], site.primitive, name, deadline);
     let done = tracing::Instrument::instrument(work, span.clone()).await;
     let outcome = outcome(&done);
     span.record("outcome", outcome);

@@ -1,6 +1,5 @@
 //! The multi-lock: several locks taken all together or not at all (Redisson's `RedissonMultiLock`).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,7 +208,7 @@ impl MultiLock {
     /// ```
     pub async fn try_lock_with(&self, options: LockOptions) -> Result<Option<MultiLockGuard>> {
         let (_, deadline) = options.checked()?;
-        self.acquire(options.lease_value(), deadline).await
+        self.acquire(options.lease, deadline).await
     }
 
     fn names(&self) -> String {
@@ -239,17 +238,11 @@ impl MultiLock {
         };
         loop {
             // Holding nothing, wait for the lock that was busy …
-            let mut options = LockOptions::new();
-            if let Some(lease) = lease {
-                options = options.lease(lease);
+            let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if wait.is_some_and(|left| left.is_zero()) {
+                return Ok(None);
             }
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                options = options.wait(left);
-            }
+            let options = LockOptions { lease, wait };
             // Boxed: a lock's acquire future is deep, and a multi-lock nests several of them.
             let Some(first) = Box::pin(self.locks[busy].try_lock_with(options)).await? else {
                 return Ok(None);
@@ -276,10 +269,10 @@ impl MultiLock {
         lease: Option<Duration>,
         held: Option<(usize, LockGuard)>,
     ) -> Result<Round> {
-        let mut options = LockOptions::new().wait(Duration::ZERO);
-        if let Some(lease) = lease {
-            options = options.lease(lease);
-        }
+        let options = LockOptions {
+            lease,
+            wait: Some(Duration::ZERO),
+        };
         let held_index = held.as_ref().map(|(i, _)| *i);
         let attempts = self.locks.iter().enumerate().map(|(i, lock)| async move {
             if Some(i) == held_index {
@@ -332,18 +325,11 @@ async fn release_all(guards: Vec<LockGuard>) {
 /// The guard owns what it needs (`'static`, `Send`, `Sync`). Dropping it never blocks: the
 /// releases are handed to the clients' background tasks.
 #[must_use = "dropping the guard releases the locks at once"]
+#[derive(Debug)]
 pub struct MultiLockGuard {
     guards: Vec<LockGuard>,
     /// The locks' names, comma-separated ([`Guard::name`](crate::Guard::name)).
     names: String,
-}
-
-impl fmt::Debug for MultiLockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MultiLockGuard")
-            .field("guards", &self.guards)
-            .finish()
-    }
 }
 
 impl MultiLockGuard {

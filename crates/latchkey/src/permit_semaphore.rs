@@ -15,12 +15,14 @@ use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{
-    Invoke, PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
+    PSEM_ACQUIRE, PSEM_ADD_PERMITS, PSEM_COUNT, PSEM_RELEASE, PSEM_RENEW, PSEM_SET_PERMITS,
 };
-use crate::semaphore::{added, check_permits, check_total, not_initialized, MAX_PERMITS};
-use crate::task::{detached, Task};
+use crate::semaphore::{
+    added, check_permits, check_total, not_initialized, permits_script, MAX_PERMITS,
+};
+use crate::task::{detached_try, Task};
 use crate::wait::{checked_options, deadline_after, or_timed_out, unbounded, unexpected, Attempt};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Ticket};
+use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
 
 /// The id of one permit of a [`PermitSemaphore`]: 16 random bytes, shown as 32 lowercase hex
 /// digits (as Redisson shows them), and stored as the raw bytes in Redis.
@@ -240,13 +242,8 @@ impl PermitSemaphore {
         &self.inner.name
     }
 
-    fn keys(&self) -> [Arc<str>; 3] {
-        let inner = &self.inner;
-        [
-            inner.key.clone(),
-            inner.leases_key.clone(),
-            inner.channel.clone(),
-        ]
+    fn keys(&self) -> [&Arc<str>; 3] {
+        [&self.inner.key, &self.inner.leases_key, &self.inner.channel]
     }
 
     /// This handle, its acquires waiting for the permits to be set (by another service, say:
@@ -294,16 +291,8 @@ impl PermitSemaphore {
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         check_total(permits)?;
-        let mut invocation = PSEM_SET_PERMITS.invocation();
-        for key in self.keys() {
-            invocation.key(&*key);
-        }
-        invocation
-            .arg(permits)
-            .arg(self.inner.client.inner.conn.publish_command());
-        let set: i64 = self
-            .script(&invocation, "setting semaphore permits")
-            .await?;
+        let (args, context) = ([permits.into()], "setting semaphore permits");
+        let set: i64 = permits_script(self, &PSEM_SET_PERMITS, self.keys(), &args, context).await?;
         Ok(set == 1)
     }
 
@@ -330,30 +319,20 @@ impl PermitSemaphore {
     /// ```
     #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "permit_semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
-        check_name(&self.inner.name)?;
-        let mut invocation = PSEM_ADD_PERMITS.invocation();
-        for key in self.keys() {
-            invocation.key(&*key);
-        }
-        invocation
-            .arg(delta)
-            .arg(MAX_PERMITS)
-            .arg(self.inner.client.inner.conn.publish_command());
-        let reply: Vec<i64> = self.script(&invocation, "adding semaphore permits").await?;
+        let (args, context) = (
+            [delta.into(), MAX_PERMITS.into()],
+            "adding semaphore permits",
+        );
+        let reply: Vec<i64> =
+            permits_script(self, &PSEM_ADD_PERMITS, self.keys(), &args, context).await?;
         added(&reply, delta)
     }
 
     /// The available count and the number of permits leased out.
     async fn counts(&self) -> Result<(i64, u32)> {
-        check_name(&self.inner.name)?;
-        let mut invocation = PSEM_COUNT.invocation();
-        for key in self.keys() {
-            invocation.key(&*key);
-        }
-        invocation.arg(self.inner.client.inner.conn.publish_command());
-        let (available, leased): (i64, i64) = self
-            .script(&invocation, "counting semaphore permits")
-            .await?;
+        let context = "counting semaphore permits";
+        let (available, leased): (i64, i64) =
+            permits_script(self, &PSEM_COUNT, self.keys(), &[], context).await?;
         let leased = u32::try_from(leased)
             .map_err(|_| unexpected("the permit count script", (available, leased)))?;
         Ok((available, leased))
@@ -595,7 +574,7 @@ impl PermitSemaphore {
     fn release_task(&self, ids: &[PermitId]) -> Task {
         Task::new(
             &PSEM_RELEASE,
-            self.keys().to_vec(),
+            self.keys().map(Arc::clone).to_vec(),
             std::iter::once(self.inner.client.inner.conn.publish_command().to_owned())
                 .chain(ids.iter().map(PermitId::to_string))
                 .collect(),
@@ -614,29 +593,24 @@ impl PermitSemaphore {
             check_name(&self.inner.name)?;
             check_permits(n)?;
             let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "permit_semaphore");
-            waiting.run(deadline, |_| self.attempt(n, lease)).await
+            waiting
+                .run(deadline, |_| {
+                    // Run detached: if the caller is gone when the answer comes, the guard is
+                    // dropped in the task that finishes the call, which gives the permits back.
+                    let semaphore = self.clone();
+                    detached_try(Box::pin(async move { semaphore.attempt(n, lease).await }))
+                })
+                .await
         };
         tracing::Instrument::instrument(acquire, span).await
     }
-
-    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
-    /// guard is dropped in the task that finishes the call, which gives the permits back.
     async fn attempt(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
-        let semaphore = self.clone();
-        detached(Box::pin(
-            async move { semaphore.attempt_inner(n, lease).await },
-        ))
-        .await?
-    }
-
-    async fn attempt_inner(&self, n: u32, lease: Lease) -> Result<Attempt<LeasedPermits>> {
         let inner = &self.inner;
         let client = &inner.client.inner;
         let watchdog_timeout = client.config.watchdog_timeout;
         let lease_ms = lease.ms(watchdog_timeout);
         let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
-        let keys = self.keys();
-        let keys = [&*keys[0], &*keys[1], &*keys[2]];
+        let keys = self.keys().map(|key| &**key);
         let args: Vec<String> = [
             lease_ms.to_string(),
             client.conn.publish_command().to_owned(),
@@ -687,7 +661,7 @@ impl PermitSemaphore {
                             lease,
                             watchdog_timeout,
                             sent_at,
-                            LockRenewal::with(&PSEM_RENEW, &inner.leases_key, &hold.field),
+                            Renewal::with(&PSEM_RENEW, &inner.leases_key, &hold.field),
                         );
                         (hold, ticket)
                     })

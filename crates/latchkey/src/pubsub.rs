@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::{within, Target};
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::metrics;
 use crate::task::Task;
 
@@ -78,24 +78,17 @@ struct Channel {
 }
 
 impl Channel {
-    /// Wakes up to `count` waiters not woken yet; returns how many it woke.
+    /// Wakes up to `count` waiters not woken yet, in order; returns how many it woke.
     fn wake(&self, count: usize) -> usize {
-        let mut woken = 0;
-        for slot in &self.waiters {
-            if woken == count {
-                break;
-            }
-            if slot.wake() {
-                woken += 1;
-            }
-        }
-        woken
+        self.waiters
+            .iter()
+            .filter(|slot| slot.wake())
+            .take(count)
+            .count()
     }
 
     fn wake_all(&self) {
-        for slot in &self.waiters {
-            slot.wake();
-        }
+        self.wake(usize::MAX);
     }
 
     fn deliver(&mut self, payload: &[u8], my_wake_id: &str) {
@@ -139,14 +132,6 @@ struct HubState {
     wake_id: String,
     /// Where a waiter that gives up sends its clean-up script.
     background: mpsc::UnboundedSender<Task>,
-}
-
-impl HubState {
-    fn channels(&self) -> std::sync::MutexGuard<'_, ChannelMap> {
-        // A panic while holding this lock cannot leave the map inconsistent (every critical
-        // section is a handful of infallible updates), so poisoning is ignored.
-        self.channels.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 enum Command {
@@ -200,9 +185,7 @@ impl Hub {
             target,
             state: state.clone(),
             commands: rx,
-            connect_timeout: settings.connect_timeout,
-            command_timeout: settings.command_timeout,
-            linger: settings.linger,
+            settings,
             conn: None,
             subscribed: HashSet::new(),
             lingering: VecDeque::new(),
@@ -227,7 +210,7 @@ impl Hub {
         on_leave: Option<Task>,
     ) -> Result<Subscription> {
         let subscription = {
-            let mut channels = self.state.channels();
+            let mut channels = lock(&self.state.channels);
             let entry = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| Channel {
@@ -259,7 +242,7 @@ impl Hub {
         channel: &str,
         on_leave: impl FnOnce() -> Option<Task>,
     ) -> Option<Subscription> {
-        let mut channels = self.state.channels();
+        let mut channels = lock(&self.state.channels);
         let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
         Some(self.join(entry, channel, on_leave()))
     }
@@ -290,13 +273,12 @@ impl Hub {
 
     /// Channels subscribed or lingering.
     pub(crate) fn channel_count(&self) -> usize {
-        self.state.channels().len()
+        lock(&self.state.channels).len()
     }
 
     /// How many local waiters are queued on `channel`.
     pub(crate) fn waiters_on(&self, channel: &str) -> usize {
-        self.state
-            .channels()
+        lock(&self.state.channels)
             .get(channel)
             .map_or(0, |c| c.waiters.len())
     }
@@ -337,7 +319,7 @@ impl Subscription {
     /// it (semaphores: a request for more permits than were released lets a smaller one behind
     /// it try). Never wraps around to the front, so a chain of passes ends at the last waiter.
     pub(crate) fn pass_on(&self) {
-        let channels = self.state.channels();
+        let channels = lock(&self.state.channels);
         let Some(channel) = channels.get(&self.channel) else {
             return;
         };
@@ -356,7 +338,7 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut channels = self.state.channels();
+        let mut channels = lock(&self.state.channels);
         let Some(channel) = channels.get_mut(&self.channel) else {
             return;
         };
@@ -391,9 +373,7 @@ struct HubTask {
     target: Target,
     state: Arc<HubState>,
     commands: mpsc::UnboundedReceiver<Command>,
-    connect_timeout: Duration,
-    command_timeout: Duration,
-    linger: Duration,
+    settings: HubSettings,
     conn: Option<SubConn>,
     /// Channels the server has confirmed on the current connection.
     subscribed: HashSet<String>,
@@ -413,7 +393,8 @@ impl HubTask {
         let mut backoff = Duration::from_millis(50);
         loop {
             let next_linger = self.lingering.front().map(|(at, ..)| *at);
-            let needs_reconnect = self.conn.is_none() && self.in_use();
+            let in_use = || lock(&self.state.channels).values().any(|c| c.refs > 0);
+            let needs_reconnect = self.conn.is_none() && in_use();
             let needs_resubscribe = self.conn.is_some() && !self.dropped.is_empty();
             tokio::select! {
                 biased;
@@ -432,7 +413,10 @@ impl HubTask {
                 _ = health.tick(), if self.conn.is_some() => self.health_check().await,
                 _ = tokio::time::sleep(backoff), if needs_reconnect || needs_resubscribe => {
                     let repaired = if needs_reconnect {
-                        self.reconnect().await
+                        let connected = self.connect().await.inspect_err(|e| {
+                            tracing::debug!(error = %e.chain(), "latchkey subscriber reconnect failed");
+                        });
+                        connected.is_ok()
                     } else {
                         self.resubscribe_dropped().await
                     };
@@ -446,16 +430,10 @@ impl HubTask {
         }
     }
 
-    fn in_use(&self) -> bool {
-        self.state.channels().values().any(|c| c.refs > 0)
-    }
-
     async fn handle(&mut self, command: Command) {
         match command {
             Command::Subscribe { channel, reply } => {
-                let wanted = self
-                    .state
-                    .channels()
+                let wanted = lock(&self.state.channels)
                     .get(&channel)
                     .is_some_and(|c| c.refs > 0);
                 if !wanted || self.subscribed.contains(&channel) {
@@ -476,8 +454,11 @@ impl HubTask {
                 channel,
                 generation,
             } => {
-                self.lingering
-                    .push_back((Instant::now() + self.linger, channel, generation));
+                self.lingering.push_back((
+                    Instant::now() + self.settings.linger,
+                    channel,
+                    generation,
+                ));
             }
         }
     }
@@ -490,7 +471,7 @@ impl HubTask {
             return Ok(());
         };
         let subscribing = conn.subscribe(&channels);
-        let timeout = self.command_timeout;
+        let timeout = self.settings.command_timeout;
         if let Err(err) = within(timeout, "subscribing", &channels[0], subscribing).await {
             if err.is_connection() {
                 let timed_out = err.is_uncertain();
@@ -509,7 +490,7 @@ impl HubTask {
 
     /// Marks `channels` confirmed by the server.
     fn confirm(&self, channels: &[String]) {
-        let mut map = self.state.channels();
+        let mut map = lock(&self.state.channels);
         for channel in channels {
             if let Some(c) = map.get_mut(channel) {
                 c.confirmed = true;
@@ -521,17 +502,21 @@ impl HubTask {
     async fn connect(&mut self) -> Result<()> {
         let connecting = SubConn::connect(self.target.clone());
         let context = "connecting the subscriber";
-        let mut conn = within(self.connect_timeout, context, "", connecting).await?;
-        let wanted: Vec<String> = self
-            .state
-            .channels()
+        let mut conn = within(self.settings.connect_timeout, context, "", connecting).await?;
+        let wanted: Vec<String> = lock(&self.state.channels)
             .iter()
             .filter(|(_, c)| c.refs > 0)
             .map(|(name, _)| name.clone())
             .collect();
         if let Some(first) = wanted.first() {
             let subscribing = conn.subscribe(&wanted);
-            within(self.command_timeout, "resubscribing", first, subscribing).await?;
+            within(
+                self.settings.command_timeout,
+                "resubscribing",
+                first,
+                subscribing,
+            )
+            .await?;
         }
         self.confirm(&wanted);
         self.subscribed = wanted.into_iter().collect();
@@ -551,18 +536,8 @@ impl HubTask {
         Ok(())
     }
 
-    async fn reconnect(&mut self) -> bool {
-        match self.connect().await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(error = %e.chain(), "latchkey subscriber reconnect failed");
-                false
-            }
-        }
-    }
-
     fn wake_everyone(&self) {
-        for channel in self.state.channels().values() {
+        for channel in lock(&self.state.channels).values() {
             channel.wake_all();
         }
     }
@@ -576,7 +551,7 @@ impl HubTask {
         self.conn = None;
         self.subscribed.clear();
         self.dropped.clear();
-        for channel in self.state.channels().values_mut() {
+        for channel in lock(&self.state.channels).values_mut() {
             channel.confirmed = false;
         }
     }
@@ -587,7 +562,7 @@ impl HubTask {
     /// following `MOVED` — and its waiters retry at once, since a release may have been
     /// published while nobody listened.
     fn dropped(&mut self, channel: String) {
-        let mut channels = self.state.channels();
+        let mut channels = lock(&self.state.channels);
         let Some(entry) = channels.get_mut(&channel) else {
             return;
         };
@@ -612,7 +587,7 @@ impl HubTask {
     /// are subscribed now.
     async fn resubscribe_dropped(&mut self) -> bool {
         let wanted: Vec<String> = {
-            let channels = self.state.channels();
+            let channels = lock(&self.state.channels);
             self.dropped
                 .iter()
                 .filter(|c| channels.get(*c).is_some_and(|c| c.refs > 0))
@@ -627,7 +602,7 @@ impl HubTask {
             Ok(()) => {
                 metrics::count(metrics::PUBSUB_RESUBSCRIPTIONS, &[], wanted.len() as u64);
                 // Anything published between the drop and now was missed.
-                let channels = self.state.channels();
+                let channels = lock(&self.state.channels);
                 for channel in &wanted {
                     if let Some(c) = channels.get(channel) {
                         c.wake_all();
@@ -646,7 +621,7 @@ impl HubTask {
     }
 
     fn deliver(&self, channel: &str, payload: &[u8]) {
-        if let Some(channel) = self.state.channels().get_mut(channel) {
+        if let Some(channel) = lock(&self.state.channels).get_mut(channel) {
             channel.deliver(payload, &self.state.wake_id);
         }
     }
@@ -659,7 +634,7 @@ impl HubTask {
                 break;
             }
             let (_, channel, generation) = self.lingering.pop_front().expect("front exists");
-            let mut channels = self.state.channels();
+            let mut channels = lock(&self.state.channels);
             // Unused for a whole linger: no use came and went since this entry was queued.
             if channels
                 .get(&channel)
@@ -675,7 +650,9 @@ impl HubTask {
             return;
         }
         if let Some(conn) = self.conn.as_mut() {
-            match tokio::time::timeout(self.command_timeout, conn.unsubscribe(&to_drop)).await {
+            match tokio::time::timeout(self.settings.command_timeout, conn.unsubscribe(&to_drop))
+                .await
+            {
                 Ok(Ok(())) => {}
                 _ => self.disconnected("unsubscribe failed"),
             }
@@ -687,7 +664,7 @@ impl HubTask {
             return;
         };
         let ok = matches!(
-            tokio::time::timeout(self.command_timeout, conn.ping()).await,
+            tokio::time::timeout(self.settings.command_timeout, conn.ping()).await,
             Ok(Ok(()))
         );
         if !ok {

@@ -13,8 +13,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Command, Hub, HubState, HubTask, Subscription, WakePolicy};
+use super::{Command, Hub, HubSettings, HubState, HubTask, Subscription, WakePolicy};
 use crate::conn::Target;
+use crate::error::lock;
 use crate::task::Task;
 
 /// The commands the tests read off the hub's queue, as they compare them.
@@ -54,9 +55,11 @@ fn rig() -> Rig {
         target: Target::Fixed(Box::new(client)),
         state: state.clone(),
         commands,
-        connect_timeout: Duration::from_secs(1),
-        command_timeout: Duration::from_secs(1),
-        linger: LINGER,
+        settings: HubSettings {
+            connect_timeout: Duration::from_secs(1),
+            command_timeout: Duration::from_secs(1),
+            linger: LINGER,
+        },
         conn: None,
         subscribed: HashSet::new(),
         lingering: VecDeque::new(),
@@ -85,7 +88,7 @@ impl Rig {
         let confirm = async {
             match task.commands.recv().await {
                 Some(Command::Subscribe { channel, reply }) => {
-                    if let Some(c) = task.state.channels().get_mut(&channel) {
+                    if let Some(c) = lock(&task.state.channels).get_mut(&channel) {
                         c.confirmed = true;
                     }
                     task.subscribed.insert(channel);
@@ -121,7 +124,7 @@ impl Rig {
     }
 
     fn refs(&self, channel: &str) -> Option<usize> {
-        self.hub.state.channels().get(channel).map(|c| c.refs)
+        lock(&self.hub.state.channels).get(channel).map(|c| c.refs)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::error::{check_range, Error, Result, HOUR, MS};
+use crate::error::{check_range, lock, Error, Result, HOUR, MS};
 use crate::guard::{FencingToken, Lost};
 use crate::keys::{check_name, LockKeys};
 use crate::lock::LockOptions;
@@ -26,7 +26,7 @@ use crate::scripts::{
 };
 use crate::task::{detached, Task};
 use crate::wait::{deadline_after, or_timed_out, unbounded, unexpected};
-use crate::watchdog::{HoldKey, Lease, LockRenewal, Ticket, COUNTER_IDLE};
+use crate::watchdog::{HoldKey, Lease, Renewal, Ticket, COUNTER_IDLE};
 
 /// How many attempts in a row may get answers from fewer than a majority of the nodes before
 /// an acquire gives up with [`Error::QuorumUnavailable`].
@@ -159,9 +159,7 @@ struct RedLockInner {
     name: String,
     nodes: Vec<Node>,
     quorum: usize,
-    per_node_timeout: Duration,
-    retry_delay: Duration,
-    fencing: bool,
+    settings: Settings,
     /// Cancelled when the last handle (and guard) is dropped: stops the node probes.
     closed: CancellationToken,
 }
@@ -189,12 +187,6 @@ struct Health {
     probing: bool,
 }
 
-impl Node {
-    fn health(&self) -> MutexGuard<'_, Health> {
-        self.health.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 impl fmt::Debug for RedLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = &self.inner;
@@ -202,9 +194,7 @@ impl fmt::Debug for RedLock {
             .field("name", &inner.name)
             .field("nodes", &inner.nodes.len())
             .field("quorum", &inner.quorum)
-            .field("per_node_timeout", &inner.per_node_timeout)
-            .field("retry_delay", &inner.retry_delay)
-            .field("fencing", &inner.fencing)
+            .field("settings", &inner.settings)
             .field("down_nodes", &self.down_nodes())
             .finish()
     }
@@ -226,24 +216,19 @@ impl fmt::Debug for RedLock {
 /// # }
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
+#[derive(Debug)]
 pub struct RedLockBuilder {
     name: String,
     clients: Vec<Client>,
+    settings: Settings,
+}
+
+/// What a [`RedLockBuilder`] sets.
+#[derive(Clone, Copy, Debug)]
+struct Settings {
     per_node_timeout: Duration,
     retry_delay: Duration,
     fencing: bool,
-}
-
-impl fmt::Debug for RedLockBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedLockBuilder")
-            .field("name", &self.name)
-            .field("nodes", &self.clients.len())
-            .field("per_node_timeout", &self.per_node_timeout)
-            .field("retry_delay", &self.retry_delay)
-            .field("fencing", &self.fencing)
-            .finish()
-    }
 }
 
 impl RedLockBuilder {
@@ -252,21 +237,21 @@ impl RedLockBuilder {
     /// stalled or unreachable node costs an acquire (a node found unreachable is then skipped
     /// until a probe finds it up, see [`RedLock`]). Between 1 ms and 1 hour.
     pub fn per_node_timeout(mut self, timeout: Duration) -> RedLockBuilder {
-        self.per_node_timeout = timeout;
+        self.settings.per_node_timeout = timeout;
         self
     }
 
     /// The base delay between two attempts when the lock is busy (default
     /// [`RedLock::DEFAULT_RETRY_DELAY`]); each delay is random between ½ and 1½ times it. At most 1 hour.
     pub fn retry_delay(mut self, delay: Duration) -> RedLockBuilder {
-        self.retry_delay = delay;
+        self.settings.retry_delay = delay;
         self
     }
 
     /// Whether to compute fencing tokens (default `true`; see [`RedLock`]). Without them an
     /// acquire is one round trip shorter and [`RedLockGuard::fencing_token`] is `None`.
     pub fn fencing(mut self, on: bool) -> RedLockBuilder {
-        self.fencing = on;
+        self.settings.fencing = on;
         self
     }
 
@@ -305,9 +290,9 @@ impl RedLockBuilder {
                 ));
             }
         }
-        let timeout = self.per_node_timeout;
+        let timeout = self.settings.per_node_timeout;
         check_range("per-node timeout", timeout, MS..=HOUR, "use 1 ms to 1 hour")?;
-        let delay = self.retry_delay;
+        let delay = self.settings.retry_delay;
         check_range(
             "retry delay",
             delay,
@@ -346,9 +331,7 @@ impl RedLockBuilder {
                 name: self.name,
                 nodes,
                 quorum: n / 2 + 1,
-                per_node_timeout: self.per_node_timeout,
-                retry_delay: self.retry_delay,
-                fencing: self.fencing,
+                settings: self.settings,
                 closed: CancellationToken::new(),
             }),
         })
@@ -404,6 +387,7 @@ enum Attempt {
 }
 
 /// What a release on several nodes found.
+#[derive(Default)]
 struct Released {
     /// How many nodes released a hold of the owner.
     released: usize,
@@ -463,9 +447,11 @@ impl RedLock {
         RedLockBuilder {
             name: name.into(),
             clients: clients.into_iter().collect(),
-            per_node_timeout: RedLock::DEFAULT_PER_NODE_TIMEOUT,
-            retry_delay: RedLock::DEFAULT_RETRY_DELAY,
-            fencing: true,
+            settings: Settings {
+                per_node_timeout: RedLock::DEFAULT_PER_NODE_TIMEOUT,
+                retry_delay: RedLock::DEFAULT_RETRY_DELAY,
+                fencing: true,
+            },
         }
     }
 
@@ -503,7 +489,7 @@ impl RedLock {
     /// ```
     pub fn down_nodes(&self) -> Vec<usize> {
         (self.inner.nodes.iter().enumerate())
-            .filter(|(_, node)| node.health().down)
+            .filter(|(_, node)| lock(&node.health).down)
             .map(|(i, _)| i)
             .collect()
     }
@@ -689,7 +675,7 @@ impl RedLock {
             if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
-            let until = now + jitter(inner.retry_delay);
+            let until = now + jitter(inner.settings.retry_delay);
             tokio::time::sleep_until(deadline.map_or(until, |d| until.min(d))).await;
         }
     }
@@ -699,7 +685,7 @@ impl RedLock {
     /// it costs nothing a failed attempt would not).
     fn nodes_to_ask(&self) -> Vec<bool> {
         let inner = &self.inner;
-        let ask: Vec<bool> = inner.nodes.iter().map(|n| !n.health().down).collect();
+        let ask: Vec<bool> = inner.nodes.iter().map(|n| !lock(&n.health).down).collect();
         if ask.iter().filter(|&&a| a).count() >= inner.quorum {
             ask
         } else {
@@ -714,7 +700,7 @@ impl RedLock {
         let node = &self.inner.nodes[i];
         match outcome {
             Err(Error::Unreachable { .. }) => {
-                let mut health = node.health();
+                let mut health = lock(&node.health);
                 if !health.down {
                     tracing::warn!(node = i, lock = %self.inner.name, "redlock node unreachable; skipping it until a probe finds it up");
                 }
@@ -730,7 +716,7 @@ impl RedLock {
                 }
             }
             Err(_) => {}
-            Ok(()) => node.health().down = false,
+            Ok(()) => lock(&node.health).down = false,
         }
     }
 
@@ -817,7 +803,7 @@ impl RedLock {
 
         let mut confirmed = granted.len();
         let mut fencing_token = None;
-        if confirmed >= inner.quorum && inner.fencing {
+        if confirmed >= inner.quorum && inner.settings.fencing {
             let token = granted.iter().map(|(_, c)| *c).max().unwrap_or(0);
             // A node whose counter is the token already confirmed it (it was read while the hold
             // was in place there); only the others are raised. With every node up the counters
@@ -844,15 +830,38 @@ impl RedLock {
         let drift = ttl / 100 + Duration::from_millis(2);
         let valid_until = start + ttl.saturating_sub(drift);
         if confirmed >= inner.quorum && Instant::now() < valid_until {
-            return Ok(Attempt::Granted(self.grant(
+            // Registered with the watchdog of every granting node.
+            let holds = granted
+                .iter()
+                .map(|&(i, _)| {
+                    let node = &inner.nodes[i];
+                    let client = &node.client.inner;
+                    let hold = HoldKey {
+                        kind: "redlock",
+                        key: node.key.clone(),
+                        field: owner.clone(),
+                    };
+                    let ticket = client.registry.acquired(
+                        hold.clone(),
+                        &inner.name,
+                        lease,
+                        client.config.watchdog_timeout,
+                        start,
+                        Renewal::of(&node.key, &owner),
+                    );
+                    (i, hold, ticket)
+                })
+                .collect();
+            return Ok(Attempt::Granted(RedLockGuard {
+                redlock: self.clone(),
                 owner,
-                lease,
-                &granted,
+                holds,
                 reached,
-                start,
-                valid_until,
+                lease,
                 fencing_token,
-            )));
+                valid_until,
+                released: false,
+            }));
         }
 
         // Failed: undo every grant, on every node reached (a node that did not answer may
@@ -892,52 +901,6 @@ impl RedLock {
             .count()
     }
 
-    /// Registers the hold with the watchdog of every granting node and makes the guard.
-    #[allow(clippy::too_many_arguments)]
-    fn grant(
-        &self,
-        owner: Arc<str>,
-        lease: Lease,
-        granted: &[(usize, u64)],
-        reached: Vec<usize>,
-        sent_at: Instant,
-        valid_until: Instant,
-        fencing_token: Option<u64>,
-    ) -> RedLockGuard {
-        let inner = &self.inner;
-        let holds: Vec<(usize, HoldKey, Ticket)> = granted
-            .iter()
-            .map(|(i, _)| {
-                let node = &inner.nodes[*i];
-                let client = &node.client.inner;
-                let hold = HoldKey {
-                    kind: "redlock",
-                    key: node.key.clone(),
-                    field: owner.clone(),
-                };
-                let ticket = client.registry.acquired(
-                    hold.clone(),
-                    &inner.name,
-                    lease,
-                    client.config.watchdog_timeout,
-                    sent_at,
-                    LockRenewal::of(&node.key, &owner),
-                );
-                (*i, hold, ticket)
-            })
-            .collect();
-        RedLockGuard {
-            redlock: self.clone(),
-            owner,
-            holds,
-            reached,
-            lease,
-            fencing_token,
-            valid_until,
-            released: false,
-        }
-    }
-
     /// Sends the release script to the nodes `nodes` in parallel.
     async fn release_all(&self, owner: &str, nodes: &[usize]) -> Released {
         let inner = &self.inner;
@@ -956,11 +919,7 @@ impl RedLock {
                     .await,
             )
         });
-        let mut out = Released {
-            released: 0,
-            answered: 0,
-            unanswered: Vec::new(),
-        };
+        let mut out = Released::default();
         for (i, reply) in join_all(requests).await {
             self.note(i, reply.as_ref().map(|_| ()));
             match reply {
@@ -982,8 +941,13 @@ impl RedLock {
         context: &'static str,
     ) -> Result<T> {
         let (conn, name) = (&node.client.inner.conn, &self.inner.name);
-        conn.script_within(invocation, context, name, self.inner.per_node_timeout)
-            .await
+        conn.script_within(
+            invocation,
+            context,
+            name,
+            self.inner.settings.per_node_timeout,
+        )
+        .await
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
@@ -1002,17 +966,19 @@ impl RedLock {
 
 /// Probes node `i` of a RedLock marked down, with growing delays, until it answers (then it
 /// is used again) or the RedLock is dropped. Holds only a weak reference while it sleeps.
-async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
+async fn probe(redlock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
     let mut delay = PROBE_FIRST_DELAY;
     loop {
         tokio::select! {
             _ = closed.cancelled() => return,
             _ = tokio::time::sleep(jitter(delay)) => {}
         }
-        let Some(inner) = lock.upgrade() else { return };
+        let Some(inner) = redlock.upgrade() else {
+            return;
+        };
         let node = &inner.nodes[i];
         {
-            let mut health = node.health();
+            let mut health = lock(&node.health);
             if !health.down {
                 // An attempt found it up meanwhile.
                 health.probing = false;
@@ -1027,7 +993,7 @@ async fn probe(lock: Weak<RedLockInner>, i: usize, closed: CancellationToken) {
             .await;
         // Any answer, even an error reply, means the server is there again.
         if !matches!(&reply, Err(e) if e.is_connection()) {
-            let mut health = node.health();
+            let mut health = lock(&node.health);
             health.down = false;
             health.probing = false;
             tracing::info!(node = i, lock = %inner.name, "redlock node answers again");

@@ -28,10 +28,12 @@ use tokio::time::Instant;
 
 use crate::conn::{Conn, Verdict};
 use crate::connect::{cluster_shards, connected_replicas};
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::keys::key_slot;
+use crate::scripts::Invoke;
 use crate::sentinel_watch::Follow;
 use crate::task::Task;
+use crate::wait::unexpected;
 
 /// How long auto replica sync stops waiting after it found a primary without replicas.
 const REPLICA_RECHECK: Duration = Duration::from_secs(5);
@@ -96,12 +98,6 @@ impl Absent {
     fn covers(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)
     }
-
-    fn overlaps(&self, other: &[(u16, u16)]) -> bool {
-        self.slots
-            .iter()
-            .any(|&(lo, hi)| other.iter().any(|&(olo, ohi)| lo <= ohi && olo <= hi))
-    }
 }
 
 /// A primary found without replicas after it had some.
@@ -135,12 +131,25 @@ pub(crate) enum Waits {
     Recheck,
 }
 
-/// What is known of a grant that too few replicas acknowledged, gathered as
-/// [`Memory::decide`] asks for it.
-#[derive(Debug, Clone, Default)]
+/// What rode along with an acquire script that granted something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// `WAIT`'s answer: how many replicas acknowledged the grant.
+    Acked(i64),
+    /// `ROLE`'s answer, on a Sentinel primary found without replicas: how many replicas the
+    /// primary has (`None`: the server is no primary any more, or the answer cannot be read).
+    Role(Option<usize>),
+}
+
+/// What is known of a grant, gathered as [`Memory::decide`] asks for it.
+#[derive(Debug, Clone)]
 pub(crate) struct Facts {
     /// The replica sync was asked for explicitly ([`ReplicaSync::Require`]).
     pub(crate) required: bool,
+    /// How many replicas must acknowledge a grant.
+    pub(crate) wanted: u32,
+    /// What rode along with the script (`WAIT`, asked for with [`Step::NeedWait`] after `ROLE`).
+    pub(crate) tail: Tail,
     /// The shard (a slot; 0 off a cluster).
     pub(crate) key: u16,
     /// The Sentinel primary the grant was made on (`None` off Sentinel).
@@ -173,6 +182,7 @@ pub(crate) enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
     Done(Decision),
+    NeedWait,
     NeedReplicas,
     NeedVerdict(Arc<str>),
 }
@@ -200,7 +210,8 @@ impl Memory {
     /// The primary serving `slots` has no replica: acquires on them stop waiting until `now` +
     /// [`REPLICA_RECHECK`].
     pub(crate) fn gone(&mut self, slots: Vec<(u16, u16)>, now: Instant) {
-        self.absent.retain(|a| !a.overlaps(&slots));
+        let overlap = |&(lo, hi): &(u16, u16)| slots.iter().any(|&(l, h)| lo <= h && l <= hi);
+        self.absent.retain(|a| !a.slots.iter().any(overlap));
         self.absent.push(Absent {
             slots,
             until: now + REPLICA_RECHECK,
@@ -213,18 +224,44 @@ impl Memory {
         primary.is_some() && self.primary_with_replicas != *primary
     }
 
-    /// The next step for a grant that too few replicas acknowledged, from `facts` (see
-    /// [`Facts`]): undone if the sync is required, abandoned if the client left its primary,
+    /// The next step for a grant, from `facts` (see [`Facts`]): kept if enough replicas
+    /// acknowledged it; else undone if the sync is required, abandoned if the client left its
+    /// primary. After `ROLE`: undone (and moved, on Sentinel) if the server is no primary,
+    /// kept if it is a fresh promotion without replicas, waited for if replicas joined. Then
     /// undone if the primary still has a replica (it was slow), undone and moved if the
     /// sentinels do not vouch for the primary, undone while a loss of every replica is younger
     /// than `grace`, and kept after that (the loss taken for real) or when the primary is a
     /// fresh promotion.
     pub(crate) fn decide(&mut self, facts: &Facts, grace: Duration, now: Instant) -> Step {
+        if let Tail::Acked(acked) = facts.tail {
+            if acked >= i64::from(facts.wanted) {
+                if acked > 0 {
+                    self.seen(facts.key, facts.key, facts.ran_on.clone());
+                }
+                return Step::Done(Decision::Keep { gone: false });
+            }
+        }
         if facts.required {
             return Step::Done(Decision::Undo);
         }
         if facts.moved {
             return Step::Done(Decision::Abandon);
+        }
+        match facts.tail {
+            Tail::Role(None) => {
+                return Step::Done(match &facts.ran_on {
+                    Some(primary) => Decision::UndoAndMove(primary.clone()),
+                    None => Decision::Undo,
+                })
+            }
+            // A primary never seen with replicas: its having none is no loss.
+            Tail::Role(Some(0)) if self.first_sight(&facts.ran_on) => {
+                return Step::Done(Decision::Keep { gone: false })
+            }
+            // Replicas joined since: wait for this grant now.
+            Tail::Role(Some(n)) if n > 0 => return Step::NeedWait,
+            // A primary this client saw with replicas has lost them: the loss rule.
+            _ => {}
         }
         let Some(replicas) = facts.replicas_now else {
             return Step::NeedReplicas;
@@ -278,8 +315,9 @@ fn role_replicas(role: &redis::Value) -> Option<usize> {
 /// [`Replicas::acquire_script`].
 #[derive(Debug)]
 pub(crate) struct Replicas {
-    /// `(replicas, timeout)` when acquires (may) wait for replicas.
-    sync: Option<(u32, Duration)>,
+    /// `(replicas, timeout)` when acquires (may) wait for replicas (in auto mode: on primaries
+    /// that have them).
+    pub(crate) sync: Option<(u32, Duration)>,
     /// [`ReplicaSync::Require`]: a primary that lost its replicas fails acquires.
     required: bool,
     memory: Arc<Mutex<Memory>>,
@@ -305,7 +343,7 @@ impl Replicas {
         // The shards to check: every primary of a cluster, or the one primary.
         let shards = if conn.is_cluster() {
             match cluster_shards(conn, None).await {
-                Ok(shards) => shards.into_iter().map(|shard| shard.slots).collect(),
+                Ok(shards) => shards,
                 // A user without CLUSTER NODES (a tight ACL) cannot tell: no replica sync.
                 Err(e) if e.is_auth() => {
                     replicas.sync = None;
@@ -358,7 +396,7 @@ impl Replicas {
         let replicas = Replicas::new(mode, watchdog_timeout, loss_grace);
         if mode == ReplicaSync::Auto {
             // Due for a recheck at once.
-            replicas.memory().absent.push(Absent {
+            lock(&replicas.memory).absent.push(Absent {
                 slots: vec![ALL_SLOTS],
                 until: Instant::now(),
             });
@@ -381,35 +419,16 @@ impl Replicas {
         }
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `(replicas, timeout)` when acquires wait for replicas (in auto mode: on primaries that
-    /// have them).
-    pub(crate) fn sync(&self) -> Option<(u32, Duration)> {
-        self.sync
-    }
-
     /// What the Sentinel watcher calls when a replica attached to `primary`: it has been seen
     /// with a replica (losing it later is a loss), and acquires wait for replicas again from
     /// the next one on.
     pub(crate) fn joined_callback(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
         let memory = self.memory.clone();
         Arc::new(move |primary: &str| {
-            let mut memory = memory.lock().unwrap_or_else(|e| e.into_inner());
+            let mut memory = lock(&memory);
             memory.primary_with_replicas = Some(Arc::from(primary));
             memory.absent.clear();
         })
-    }
-
-    /// The key a shard's loss is recorded under: the slot on a cluster, 0 elsewhere.
-    fn shard_key(conn: &Conn, slot: u16) -> u16 {
-        if conn.is_cluster() {
-            slot
-        } else {
-            0
-        }
     }
 
     /// Records that the primary of `slot` has no replica (on a cluster, its slot ranges, read
@@ -419,73 +438,14 @@ impl Replicas {
             match cluster_shards(conn, Some(slot)).await {
                 Ok(shards) => shards
                     .into_iter()
-                    .find(|shard| shard.slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi))
-                    .map_or_else(|| vec![(slot, slot)], |shard| shard.slots),
+                    .find(|shard| shard.iter().any(|&(lo, hi)| lo <= slot && slot <= hi))
+                    .unwrap_or_else(|| vec![(slot, slot)]),
                 Err(_) => vec![(slot, slot)],
             }
         } else {
             vec![ALL_SLOTS]
         };
-        self.memory().gone(slots, Instant::now());
-    }
-
-    /// Decides on a grant on `slot` that `acked` of the required replicas acknowledged,
-    /// gathering the facts [`Memory::decide`] asks for.
-    async fn decision(
-        &self,
-        conn: &Conn,
-        slot: u16,
-        replicas: u32,
-        acked: i64,
-        ran_on: &Option<Arc<str>>,
-    ) -> Result<Decision> {
-        let key = Replicas::shard_key(conn, slot);
-        if acked >= i64::from(replicas) {
-            if acked > 0 {
-                self.memory().seen(key, slot, ran_on.clone());
-            }
-            return Ok(Decision::Keep { gone: false });
-        }
-        let moved = || ran_on.is_some() && conn.sentinel_primary() != *ran_on;
-        let mut facts = Facts {
-            required: self.required,
-            key,
-            ran_on: ran_on.clone(),
-            moved: moved(),
-            ..Facts::default()
-        };
-        let decision = loop {
-            let step = self
-                .memory()
-                .decide(&facts, self.loss_grace, Instant::now());
-            match step {
-                Step::Done(decision) => break decision,
-                Step::NeedReplicas => {
-                    facts.replicas_now = Some(connected_replicas(conn, slot).await?)
-                }
-                Step::NeedVerdict(primary) => {
-                    facts.verdict = Some(match conn.sentinels() {
-                        Some(sentinels) => sentinels.verdict(&primary).await,
-                        None => Verdict::Unknown,
-                    })
-                }
-            }
-        };
-        if decision == (Decision::Keep { gone: true }) {
-            if self.memory().lost.iter().any(|l| l.key == key) {
-                tracing::warn!(
-                    slot,
-                    "latchkey: the primary lost every replica and still is the primary; \
-                     acquires on it no longer wait for replicas"
-                );
-            }
-            self.gone(conn, slot).await;
-        }
-        // Checked last: the connection may move while the decision is being made.
-        if moved() {
-            return Ok(Decision::Abandon);
-        }
-        Ok(decision)
+        lock(&self.memory).gone(slots, Instant::now());
     }
 
     /// Runs an acquire script and returns its reply, waiting for replicas as the client's
@@ -504,12 +464,15 @@ impl Replicas {
         granted: impl FnOnce(&T) -> bool,
         undo: impl FnOnce() -> Task,
     ) -> Result<T> {
+        let mut invocation = call.script.invocation();
+        for key in call.keys {
+            invocation.key(*key);
+        }
+        for arg in call.args {
+            invocation.arg(arg);
+        }
         // Without waiting for replicas: the script alone.
-        let plain = async {
-            let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
-            conn.evalsha(call.script, call.keys, &args, call.context, call.name)
-                .await
-        };
+        let plain = conn.script(&invocation, call.context, call.name);
         let Some((replicas, wait)) = self.sync else {
             return plain.await;
         };
@@ -520,88 +483,94 @@ impl Replicas {
         };
         // The shard that owns the object (every key of it shares one slot).
         let slot = call.keys.first().map_or(0, |key| key_slot(key.as_bytes()));
-        let key = Replicas::shard_key(conn, slot);
-        let mut waits = self.memory().waits(slot, Instant::now());
+        // The key a shard's loss is recorded under: the slot on a cluster, 0 elsewhere.
+        let key = if conn.is_cluster() { slot } else { 0 };
+        let mut waits = lock(&self.memory).waits(slot, Instant::now());
         if waits == Waits::Recheck && !self.required {
             if connected_replicas(conn, slot).await? > 0 {
-                self.memory().seen(key, slot, conn.sentinel_primary());
+                lock(&self.memory).seen(key, slot, conn.sentinel_primary());
                 waits = Waits::Yes;
             } else {
                 self.gone(conn, slot).await;
                 waits = Waits::No;
             }
         }
-        let (reply, decision, acked) = if self.required || waits == Waits::Yes {
-            let (reply, acked, ran_on): (T, i64, _) = conn
-                .script_then(
-                    call.script,
-                    call.keys,
-                    call.args,
-                    &wait_cmd(),
-                    wait * 2,
-                    call.context,
-                    call.name,
-                )
-                .await?;
-            if !granted(&reply) {
-                // Nothing granted (held, queued, too few permits): the WAIT's answer does not
-                // matter.
-                return Ok(reply);
-            }
-            let decision = self.decision(conn, slot, replicas, acked, &ran_on).await?;
-            (reply, decision, acked)
-        } else if conn.sentinels().is_some() {
-            // A Sentinel primary found without replicas: `ROLE` rides along (no extra round
-            // trip), so that replicas that came back, or a primary that is one no more, are
-            // noticed at the first grant rather than at the next recheck.
-            let (reply, role, ran_on): (T, redis::Value, _) = conn
-                .script_then(
-                    call.script,
-                    call.keys,
-                    call.args,
-                    &redis::cmd("ROLE"),
-                    Duration::ZERO,
-                    call.context,
-                    call.name,
-                )
-                .await?;
-            let found = role_replicas(&role);
-            if found.is_some_and(|n| n > 0) {
-                self.memory().seen(key, slot, ran_on.clone());
-            }
-            if !granted(&reply) {
-                return Ok(reply);
-            }
-            let moved = ran_on.is_some() && conn.sentinel_primary() != ran_on;
-            match found {
-                // Granted by a primary the client has left since.
-                _ if moved => (reply, Decision::Abandon, 0),
-                // A primary this client saw with replicas has lost them: the loss rule.
-                Some(0) if !self.memory().first_sight(&ran_on) => {
-                    let decision = self.decision(conn, slot, replicas, 0, &ran_on).await?;
-                    (reply, decision, 0)
-                }
-                Some(0) => return Ok(reply),
-                // Replicas joined since: wait for this grant now, then as usual.
-                Some(_) => {
-                    let acked: i64 = conn
-                        .query_on(Some(slot), &wait_cmd(), call.context, call.name)
-                        .await?;
-                    let decision = self.decision(conn, slot, replicas, acked, &ran_on).await?;
-                    (reply, decision, acked)
-                }
-                // Not a primary any more (or an answer we cannot read): never keep it.
-                None => match ran_on {
-                    Some(primary) => (reply, Decision::UndoAndMove(primary), 0),
-                    None => (reply, Decision::Undo, 0),
-                },
-            }
-        } else {
-            return plain.await;
+        // What rides along: `WAIT` where the shard has replicas (or they are required); on a
+        // Sentinel primary found without replicas `ROLE` (no extra round trip), so that
+        // replicas that came back, or a primary that is one no more, are noticed at the first
+        // grant rather than at the next recheck.
+        let role = !self.required && waits != Waits::Yes;
+        let (tail, extra) = match role {
+            false => (wait_cmd(), wait * 2),
+            true if conn.sentinels().is_some() => (redis::cmd("ROLE"), Duration::ZERO),
+            true => return plain.await,
         };
-        if let Decision::Keep { .. } = decision {
+        let (reply, answer, ran_on): (T, redis::Value, _) = conn
+            .script_then((&invocation, slot), &tail, extra, call.context, call.name)
+            .await?;
+        let tail = if role {
+            let found = role_replicas(&answer);
+            if found.is_some_and(|n| n > 0) {
+                lock(&self.memory).seen(key, slot, ran_on.clone());
+            }
+            Tail::Role(found)
+        } else {
+            let acked = redis::from_redis_value_ref(&answer);
+            Tail::Acked(acked.map_err(|_| unexpected("the WAIT reply", &answer))?)
+        };
+        if !granted(&reply) {
+            // Nothing granted (held, queued, too few permits): what rode along does not matter.
             return Ok(reply);
         }
+        let moved = || ran_on.is_some() && conn.sentinel_primary() != ran_on;
+        let mut facts = Facts {
+            required: self.required,
+            wanted: replicas,
+            tail,
+            key,
+            ran_on: ran_on.clone(),
+            moved: false,
+            replicas_now: None,
+            verdict: None,
+        };
+        let decision = loop {
+            facts.moved = moved();
+            let step = lock(&self.memory).decide(&facts, self.loss_grace, Instant::now());
+            match step {
+                Step::Done(decision) => break decision,
+                Step::NeedWait => {
+                    let (cmd, context) = (wait_cmd(), call.context);
+                    facts.tail =
+                        Tail::Acked(conn.query_on(Some(slot), &cmd, context, call.name).await?);
+                }
+                Step::NeedReplicas => {
+                    facts.replicas_now = Some(connected_replicas(conn, slot).await?)
+                }
+                Step::NeedVerdict(primary) => {
+                    facts.verdict = Some(match conn.sentinels() {
+                        Some(sentinels) => sentinels.verdict(&primary).await,
+                        None => Verdict::Unknown,
+                    })
+                }
+            }
+        };
+        if decision == (Decision::Keep { gone: true }) {
+            if lock(&self.memory).lost.iter().any(|l| l.key == key) {
+                tracing::warn!(
+                    slot,
+                    "latchkey: the primary lost every replica and still is the primary; \
+                     acquires on it no longer wait for replicas"
+                );
+            }
+            self.gone(conn, slot).await;
+        }
+        // Checked last: the connection may move while the decision is being made.
+        let decision = match decision {
+            Decision::Keep { gone: false } => return Ok(reply),
+            _ if moved() => Decision::Abandon,
+            Decision::Keep { .. } => return Ok(reply),
+            decision => decision,
+        };
         // The grant is on the primary only (or on too few replicas): undo it with the release
         // script of what was just granted, so that a failover to a replica that never saw it
         // cannot give the same lock or permits to somebody else while our caller believes it
@@ -626,7 +595,10 @@ impl Replicas {
             name: call.name.to_owned(),
             timeout: wait,
             required: replicas,
-            acknowledged: u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
+            acknowledged: match facts.tail {
+                Tail::Acked(acked) => u32::try_from(acked.max(0)).unwrap_or(u32::MAX),
+                Tail::Role(_) => 0,
+            },
         })
     }
 }

@@ -40,8 +40,9 @@ fn absent_shards_are_not_waited_for_until_their_recheck() {
     assert_eq!(memory.waits(150, now), Waits::Yes);
 }
 
-/// The decision on a grant too few replicas acknowledged, one row per case: the facts
-/// known at each step, the memory before, and what comes out.
+/// The decision on a grant, one row per case: the facts known at each step (what rode along
+/// with the script: `WAIT`'s count, or `ROLE`'s on a Sentinel primary found without replicas),
+/// the memory before, and what comes out.
 #[test]
 fn the_decision_table() {
     let grace = Duration::from_secs(15);
@@ -50,6 +51,8 @@ fn the_decision_table() {
     let facts =
         |replicas: Option<u32>, ran_on: Option<&Arc<str>>, verdict: Option<Verdict>| Facts {
             required: false,
+            wanted: 1,
+            tail: Tail::Acked(0),
             key: 0,
             ran_on: ran_on.cloned(),
             moved: false,
@@ -71,7 +74,69 @@ fn the_decision_table() {
         ..Memory::default()
     };
     let confirmed = Some(Verdict::Confirmed);
+    let role = |found: Option<usize>, ran_on: Option<&Arc<str>>| Facts {
+        tail: Tail::Role(found),
+        ..facts(None, ran_on, None)
+    };
     let rows: Vec<(&str, Memory, Facts, Step)> = vec![
+        (
+            "enough replicas acknowledged: kept",
+            Memory::default(),
+            Facts {
+                tail: Tail::Acked(1),
+                ..facts(None, Some(&a), None)
+            },
+            Step::Done(Decision::Keep { gone: false }),
+        ),
+        (
+            "enough acknowledged, even when required",
+            Memory::default(),
+            Facts {
+                required: true,
+                tail: Tail::Acked(2),
+                ..facts(None, None, None)
+            },
+            Step::Done(Decision::Keep { gone: false }),
+        ),
+        (
+            "ROLE: no primary any more, on Sentinel: undone and moved",
+            seen_a(),
+            role(None, Some(&a)),
+            Step::Done(Decision::UndoAndMove(a.clone())),
+        ),
+        (
+            "ROLE: no primary, off Sentinel: undone",
+            Memory::default(),
+            role(None, None),
+            Step::Done(Decision::Undo),
+        ),
+        (
+            "ROLE: a fresh promotion without replicas: kept",
+            seen_a(),
+            role(Some(0), Some(&b)),
+            Step::Done(Decision::Keep { gone: false }),
+        ),
+        (
+            "ROLE: a primary seen with replicas has none: the loss rule",
+            seen_a(),
+            role(Some(0), Some(&a)),
+            Step::NeedReplicas,
+        ),
+        (
+            "ROLE: replicas joined: wait for this grant",
+            Memory::default(),
+            role(Some(2), Some(&a)),
+            Step::NeedWait,
+        ),
+        (
+            "ROLE: the client left the primary: abandoned",
+            Memory::default(),
+            Facts {
+                moved: true,
+                ..role(Some(2), Some(&a))
+            },
+            Step::Done(Decision::Abandon),
+        ),
         (
             "required: undone",
             Memory::default(),

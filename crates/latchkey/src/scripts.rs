@@ -44,7 +44,7 @@ macro_rules! scripts {
 
 scripts! {
     /// Acquire a lock.
-    LOCK_ACQUIRE = bare "lock_acquire.lua";
+    LOCK_ACQUIRE = fast "lock_acquire.fast.lua", "lock_acquire.lua";
 
     /// Release a lock's hold, handing the lock on to a waiting client.
     LOCK_RELEASE = bare "lock_release.lua";
@@ -174,31 +174,31 @@ scripts! {
     REDLOCK_RELEASE = fast "redlock_release.fast.lua", "redlock_release.lua";
 
     /// Offer items to a delayed queue.
-    DELAY_OFFER = "delay_offer.lua";
+    DELAY_OFFER = "queue_prelude.lua", "delay_offer.lua";
 
     /// Move due items and timed-out deliveries to the ready list.
     DELAY_TRANSFER = "delay_transfer.lua";
 
     /// Cancel an item still waiting for its due time.
-    DELAY_REMOVE = "delay_remove.lua";
+    DELAY_REMOVE = "queue_prelude.lua", "delay_remove.lua";
 
     /// Read the earliest waiting items.
-    DELAY_PENDING = "delay_pending.lua";
+    DELAY_PENDING = "queue_prelude.lua", "delay_pending.lua";
 
     /// Take the head of the ready list.
-    QUEUE_TAKE = "queue_take.lua";
+    QUEUE_TAKE = "queue_prelude.lua", "queue_take.lua";
 
     /// Acknowledge a delivery.
-    QUEUE_ACK = "queue_ack.lua";
+    QUEUE_ACK = "queue_prelude.lua", "queue_ack.lua";
 
     /// Put an item back.
-    QUEUE_REQUEUE = "queue_requeue.lua";
+    QUEUE_REQUEUE = "queue_prelude.lua", "queue_requeue.lua";
 
     /// Extend a delivery's visibility timeout.
-    QUEUE_EXTEND = "queue_extend.lua";
+    QUEUE_EXTEND = "queue_prelude.lua", "queue_extend.lua";
 
     /// Dead-letter an item that cannot be decoded.
-    QUEUE_DEAD = "queue_dead.lua";
+    QUEUE_DEAD = "queue_prelude.lua", "queue_dead.lua";
 
     /// Read which primitive a name holds and its state (read-only, for operators).
     INSPECT = "inspect.lua";

@@ -13,8 +13,9 @@ use crate::metrics::{self, Op};
 use crate::pubsub::WakePolicy;
 use crate::replica::AcquireCall;
 use crate::scripts::{Invoke, SEM_ACQUIRE, SEM_ADD_PERMITS, SEM_RELEASE, SEM_SET_PERMITS};
-use crate::task::{detached, Task};
+use crate::task::{detached_try, Task};
 use crate::wait::{deadline_after, unbounded, unexpected, Attempt};
+use redis::{FromRedisValue, Script};
 
 /// The most permits a semaphore can have in all: published as [`Semaphore::MAX_PERMITS`] and
 /// [`PermitSemaphore::MAX_PERMITS`](crate::PermitSemaphore::MAX_PERMITS).
@@ -40,6 +41,27 @@ pub(crate) fn check_total(n: u32) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Runs `script` on a semaphore's three keys (its count, its total record or its leases, its
+/// channel) with `args`, then the publish command: the scripts that set up or count permits.
+pub(crate) async fn permits_script<T: FromRedisValue + Send>(
+    semaphore: &impl Object,
+    script: &Script,
+    keys: [&Arc<str>; 3],
+    args: &[i64],
+    context: &'static str,
+) -> Result<T> {
+    check_name(semaphore.name())?;
+    let mut invocation = script.invocation();
+    for key in keys {
+        invocation.key(&**key);
+    }
+    for arg in args {
+        invocation.arg(arg);
+    }
+    invocation.arg(semaphore.client().inner.conn.publish_command());
+    semaphore.script(&invocation, context).await
 }
 
 /// What the reply of an add-permits script (of either semaphore) to `delta` means.
@@ -242,6 +264,11 @@ impl Semaphore {
         }
     }
 
+    /// The count, the total record and the channel.
+    fn keys(&self) -> [&Arc<str>; 3] {
+        [&self.inner.key, &self.inner.total_key, &self.inner.channel]
+    }
+
     /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
     /// it was set up by this call. Waiters are woken.
     ///
@@ -269,17 +296,8 @@ impl Semaphore {
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         check_name(&self.inner.name)?;
         check_total(permits)?;
-        let inner = &self.inner;
-        let mut invocation = SEM_SET_PERMITS.invocation();
-        invocation
-            .key(&*inner.key)
-            .key(&*inner.total_key)
-            .key(&*inner.channel)
-            .arg(permits)
-            .arg(inner.client.inner.conn.publish_command());
-        let set: i64 = self
-            .script(&invocation, "setting semaphore permits")
-            .await?;
+        let (args, context) = ([permits.into()], "setting semaphore permits");
+        let set: i64 = permits_script(self, &SEM_SET_PERMITS, self.keys(), &args, context).await?;
         Ok(set == 1)
     }
 
@@ -313,17 +331,12 @@ impl Semaphore {
     /// ```
     #[tracing::instrument(level = "debug", name = "add_permits", skip_all, fields(primitive = "semaphore", name = %self.inner.name))]
     pub async fn add_permits(&self, delta: i32) -> Result<()> {
-        check_name(&self.inner.name)?;
-        let inner = &self.inner;
-        let mut invocation = SEM_ADD_PERMITS.invocation();
-        invocation
-            .key(&*inner.key)
-            .key(&*inner.total_key)
-            .key(&*inner.channel)
-            .arg(delta)
-            .arg(MAX_PERMITS)
-            .arg(inner.client.inner.conn.publish_command());
-        let reply: Vec<i64> = self.script(&invocation, "adding semaphore permits").await?;
+        let (args, context) = (
+            [delta.into(), MAX_PERMITS.into()],
+            "adding semaphore permits",
+        );
+        let reply: Vec<i64> =
+            permits_script(self, &SEM_ADD_PERMITS, self.keys(), &args, context).await?;
         added(&reply, delta)
     }
 
@@ -515,19 +528,18 @@ impl Semaphore {
             check_name(&self.inner.name)?;
             check_permits(n)?;
             let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "semaphore");
-            waiting.run(deadline, |_| self.attempt(n)).await
+            waiting
+                .run(deadline, |_| {
+                    // Run detached: if the caller is gone when the answer comes, the guard is
+                    // dropped in the task that finishes the call, which gives the permits back.
+                    let semaphore = self.clone();
+                    detached_try(Box::pin(async move { semaphore.attempt(n).await }))
+                })
+                .await
         };
         tracing::Instrument::instrument(acquire, span).await
     }
-
-    /// One acquire script call, run detached: if the caller is gone when the answer comes, the
-    /// guard is dropped in the task that finishes the call, which gives the permits back.
     async fn attempt(&self, n: u32) -> Result<Attempt<Permits>> {
-        let semaphore = self.clone();
-        detached(Box::pin(async move { semaphore.attempt_inner(n).await })).await?
-    }
-
-    async fn attempt_inner(&self, n: u32) -> Result<Attempt<Permits>> {
         let inner = &self.inner;
         // With replica sync, permits taken that too few replicas acknowledged are given back
         // (the release script adds the `n` permits just taken to the available count again and

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::conn::Conn;
 #[cfg(feature = "sentinel")]
 use crate::conn::Verdict;
+use crate::error::lock;
 use crate::task::Task;
 
 /// How long a lock's last release is kept to be sent again after a failover. A release sent to
@@ -61,7 +62,7 @@ impl Resends {
             return;
         };
         let now = Instant::now();
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = lock(&self.recent);
         while recent
             .front()
             .is_some_and(|(at, _)| now.duration_since(*at) > RESEND_WINDOW)
@@ -75,7 +76,7 @@ impl Resends {
     /// The releases made in the past [`RESEND_WINDOW`], taken out.
     fn take_recent(&self) -> Vec<Task> {
         let now = Instant::now();
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = lock(&self.recent);
         recent
             .drain(..)
             .filter(|(at, _)| now.duration_since(*at) <= RESEND_WINDOW)
@@ -101,7 +102,7 @@ impl Follow {
     /// the client is connected to another server than `old` (within [`RESEND_WINDOW`]).
     pub(crate) fn primary_moved(&self, old: Option<&str>) {
         if let Some(old) = old {
-            let mut last = self.last_moved.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = lock(&self.last_moved);
             if last
                 .as_ref()
                 .is_some_and(|(addr, at)| addr == old && at.elapsed() < RESEND_WINDOW)
@@ -185,36 +186,25 @@ pub(crate) fn start(
     let _ = (follow, replica_joined, shutdown);
     #[cfg(feature = "sentinel")]
     {
-        if follow.conn.sentinels().is_none() {
+        let Some(target) = follow.conn.sentinels() else {
             return;
-        }
+        };
+        // Every sentinel is listened to: some events (`+convert-to-slave`) come only from the
+        // sentinel that acted.
+        let urls = target.sentinels.clone();
         tokio::spawn(async move {
+            let listeners = urls.iter().map(|url| listen(url, &follow, &replica_joined));
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = watch(follow, replica_joined) => {}
+                _ = futures_util::future::join_all(listeners) => {}
             }
         });
     }
 }
 
 #[cfg(feature = "sentinel")]
-/// Listens to every sentinel: some events (`+convert-to-slave`) come only from the sentinel
-/// that acted.
-async fn watch(follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
-    let Some(target) = follow.conn.sentinels() else {
-        return;
-    };
-    let urls = target.sentinels.clone();
-    futures_util::future::join_all(
-        urls.iter()
-            .map(|url| listen(url, follow.clone(), replica_joined.clone())),
-    )
-    .await;
-}
-
-#[cfg(feature = "sentinel")]
 /// Listens to the sentinel at `url`, reconnecting for as long as the client lives.
-async fn listen(url: &str, follow: Follow, replica_joined: Arc<dyn Fn(&str) + Send + Sync>) {
+async fn listen(url: &str, follow: &Follow, replica_joined: &Arc<dyn Fn(&str) + Send + Sync>) {
     let conn = &follow.conn;
     let Some(target) = conn.sentinels() else {
         return;
@@ -241,7 +231,7 @@ async fn listen(url: &str, follow: Follow, replica_joined: Arc<dyn Fn(&str) + Se
         };
         backoff = Duration::from_millis(50);
         // Events published before the subscription are lost: compare with the sentinels' word.
-        check(&follow).await;
+        check(follow).await;
         let (mut sink, mut messages) = pubsub.split();
         let mut health = tokio::time::interval(HEALTH_CHECK_EVERY);
         health.reset();

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 
 /// Runs `work` to completion even if the returned future is dropped.
 ///
@@ -189,9 +189,8 @@ pub(crate) struct LeaveOnDrop {
 impl LeaveOnDrop {
     /// `leave`, sent to `background` (the client's task queue) unless disarmed.
     pub(crate) fn new(background: &mpsc::UnboundedSender<Task>, leave: Task) -> LeaveOnDrop {
-        let background = background.clone();
         LeaveOnDrop {
-            background,
+            background: background.clone(),
             leave: Some(leave),
         }
     }
@@ -214,7 +213,7 @@ impl Place {
     /// Keeps the registration an attempt made, unless one is kept already: one owner has one
     /// place, so a later attempt's is the same one, disarmed (dropped armed, it would leave).
     pub(crate) fn keep_first(&self, made: Option<LeaveOnDrop>) {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = lock(&self.0);
         match made {
             Some(mut made) if kept.is_some() => made.leave = None,
             made => *kept = kept.take().or(made),
@@ -223,7 +222,7 @@ impl Place {
 
     /// The acquire was granted: its script removed the registration already.
     pub(crate) fn disarm(&self) {
-        if let Some(mut kept) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(mut kept) = lock(&self.0).take() {
             kept.leave = None;
         }
     }
@@ -296,7 +295,7 @@ impl Agents {
         name: &str,
         start: impl FnOnce() -> Arc<S>,
     ) -> Arc<S> {
-        let mut agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut agents = lock(&self.0);
         if let Some(running) = agents
             .get(name)
             .and_then(|a| a.clone().downcast::<S>().ok())
@@ -310,7 +309,7 @@ impl Agents {
 
     /// The agent `name` whose shared state is `shared` has stopped.
     pub(crate) fn stopped<S: Any + Send + Sync>(&self, name: &str, shared: &Arc<S>) {
-        let mut agents = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut agents = lock(&self.0);
         let ours = agents.get(name).is_some_and(|a| {
             a.clone()
                 .downcast::<S>()

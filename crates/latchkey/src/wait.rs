@@ -113,14 +113,6 @@ impl<'a> Waiting<'a> {
         }
     }
 
-    /// The same wait, recording the acquire metrics of `site`.
-    pub(crate) fn metered(self, site: Site) -> Waiting<'a> {
-        Waiting {
-            site: Some(site),
-            ..self
-        }
-    }
-
     /// Runs attempts until one is granted (`Ok(Some(_))`) or `deadline` has passed (`Ok(None)`;
     /// a deadline already past makes one attempt). Errors other than a repeatable stall end the
     /// wait.

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_info::Registration;
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::metrics::{self, Site};
 use crate::scripts;
 use crate::scripts::Invoke;
@@ -87,57 +87,38 @@ pub(crate) struct HoldKey {
     pub(crate) field: Arc<str>,
 }
 
-/// How the watchdog renews (or checks) one kind of hold, in batches.
-///
-/// The batched script of a kind takes, for each hold in the batch, `keys()` in KEYS (always the
-/// same number per hold) and `args(lease_ms)` in ARGV (always the same number per hold), with
-/// `lease_ms == 0` meaning "check, do not extend". It returns one integer per hold: 1 while the
-/// owner still holds it, 0 once it is gone.
-pub(crate) trait Renewal: Send + Sync + std::fmt::Debug {
-    /// The batched renew script.
-    fn script(&self) -> &'static redis::Script;
-    /// This hold's keys.
-    fn keys(&self) -> Vec<Arc<str>>;
-    /// This hold's arguments.
-    fn args(&self, lease_ms: u64) -> Vec<String>;
-}
-
-/// The renewal of the hold of a field in one key: a lock hash's (`scripts/lock_renew.lua`), or a
-/// permit's lease (`scripts/psem_renew.lua`); both scripts take the key, the field and the lease.
+/// How the watchdog renews (or only checks) a hold: the batched renew script, with `keys`, and
+/// as ARGV the hold's `field`, the lease in ms (0: only check) and `kind`, if any. The script
+/// answers, per hold, 1 while the owner still holds it, 0 once it is gone.
 #[derive(Debug)]
-pub(crate) struct LockRenewal {
-    script: &'static redis::Script,
-    key: Arc<str>,
-    field: Arc<str>,
+pub(crate) struct Renewal {
+    pub(crate) script: &'static redis::Script,
+    pub(crate) keys: Vec<Arc<str>>,
+    pub(crate) field: Arc<str>,
+    pub(crate) kind: Option<&'static str>,
 }
 
-impl LockRenewal {
-    /// The renewal of the hold of `field` in the lock hash `key` (the lock's, the fair lock's,
-    /// the election's, a RedLock node's).
-    pub(crate) fn of(key: &Arc<str>, field: &Arc<str>) -> Arc<dyn Renewal> {
-        LockRenewal::with(&scripts::LOCK_RENEW, key, field)
+impl Renewal {
+    /// The renewal of the hold of `field` in the lock hash `key` (`scripts/lock_renew.lua`: the
+    /// lock's, the fair lock's, the election's, a RedLock node's).
+    pub(crate) fn of(key: &Arc<str>, field: &Arc<str>) -> Arc<Renewal> {
+        Renewal::with(&scripts::LOCK_RENEW, key, field)
     }
 
-    /// The renewal of the hold of `field` in `key` by `script`.
+    /// The renewal of the hold of `field` in `key` by `script`, which takes the key, the field
+    /// and the lease (also a permit's lease, `scripts/psem_renew.lua`).
     pub(crate) fn with(
         script: &'static redis::Script,
         key: &Arc<str>,
         field: &Arc<str>,
-    ) -> Arc<dyn Renewal> {
-        let (key, field) = (key.clone(), field.clone());
-        Arc::new(LockRenewal { script, key, field })
-    }
-}
-
-impl Renewal for LockRenewal {
-    fn script(&self) -> &'static redis::Script {
-        self.script
-    }
-    fn keys(&self) -> Vec<Arc<str>> {
-        vec![self.key.clone()]
-    }
-    fn args(&self, lease_ms: u64) -> Vec<String> {
-        vec![self.field.to_string(), lease_ms.to_string()]
+    ) -> Arc<Renewal> {
+        let (keys, field) = (vec![key.clone()], field.clone());
+        Arc::new(Renewal {
+            script,
+            keys,
+            field,
+            kind: None,
+        })
     }
 }
 
@@ -159,7 +140,7 @@ struct Held {
     lost: CancellationToken,
     /// The user-visible name, for logs.
     name: Arc<str>,
-    renewal: Arc<dyn Renewal>,
+    renewal: Arc<Renewal>,
 }
 
 /// The holds of one client (see the module docs).
@@ -236,14 +217,9 @@ impl Registry {
         Site::with(self.name_label, metrics::primitive_of_kind(key.kind), name)
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // Every critical section is a few infallible map updates: poisoning cannot leave it torn.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Number of holds tracked.
     pub(crate) fn len(&self) -> usize {
-        self.state().held.len()
+        lock(&self.state).held.len()
     }
 
     /// Records a hold granted by a script sent at `sent_at`: its lease is known to last until
@@ -256,13 +232,13 @@ impl Registry {
         lease: Lease,
         watchdog_timeout: Duration,
         sent_at: Instant,
-        renewal: Arc<dyn Renewal>,
+        renewal: Arc<Renewal>,
     ) -> Ticket {
         let (renew, valid_until) = match lease {
             Lease::Watchdog => (true, sent_at + watchdog_timeout),
             Lease::Fixed(d) => (false, sent_at + d),
         };
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.next_gen += 1;
         let gen = state.next_gen;
         // The watchdog sleeps until the earliest deadline or its next tick, whichever comes
@@ -293,12 +269,12 @@ impl Registry {
     /// Forgets the hold of `ticket`, before its release is sent (so no renewal outlives the
     /// release). Returns whether it was still held: a lost hold has nothing to release.
     pub(crate) fn released(&self, ticket: &Ticket) -> bool {
-        self.state().remove(ticket.gen).is_some()
+        lock(&self.state).remove(ticket.gen).is_some()
     }
 
     /// Marks hold `gen` lost (if it is still held) and forgets it.
     fn lose(&self, gen: u64, why: &str) {
-        if let Some(held) = self.state().remove(gen) {
+        if let Some(held) = lock(&self.state).remove(gen) {
             self.lost(held, why, "gone");
         }
     }
@@ -313,7 +289,7 @@ impl Registry {
 
     /// The holds to renew or check now.
     fn snapshot(&self, watchdog_timeout: Duration) -> Vec<RenewItem> {
-        self.state()
+        lock(&self.state)
             .held
             .iter()
             .map(|(gen, held)| RenewItem {
@@ -355,7 +331,7 @@ impl Registry {
         if item.lease_ms == 0 {
             return;
         }
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         let extended = state
             .held
             .get(&item.gen)
@@ -367,7 +343,7 @@ impl Registry {
 
     /// Loses every hold whose lease has run out by `now`; returns the earliest deadline left.
     fn expire(&self, now: Instant) -> Option<Instant> {
-        self.expire_in(&mut self.state(), now)
+        self.expire_in(&mut lock(&self.state), now)
     }
 
     /// Loses every hold whose lease has run out by `now` and returns when the watchdog loop
@@ -376,7 +352,7 @@ impl Registry {
     fn sleep_until(&self, now: Instant, tick: Instant) -> Instant {
         // One critical section: a grant recorded between computing the wake-up and publishing
         // it would see the loop's previous wake-up and might not wake it.
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         let wake = self
             .expire_in(&mut state, now)
             .map_or(tick, |d| d.min(tick));
@@ -404,7 +380,7 @@ impl Registry {
 #[derive(Clone, Debug)]
 struct RenewItem {
     key: HoldKey,
-    renewal: Arc<dyn Renewal>,
+    renewal: Arc<Renewal>,
     gen: u64,
     /// The user-visible name, for metrics.
     name: Arc<str>,
@@ -462,7 +438,7 @@ async fn renew_loop(
         }
         // Lapses before the next tick's refresh could come: the next grant wakes the loop.
         let lasts = registered_at.is_some_and(|at| now + period < at + watchdog_timeout);
-        registry.state().registered = lasts;
+        lock(&registry.state).registered = lasts;
         if now < next_tick {
             continue;
         }
@@ -483,7 +459,7 @@ async fn renew_loop(
                 0
             };
             by_script
-                .entry((item.renewal.script().get_hash(), slot))
+                .entry((item.renewal.script.get_hash(), slot))
                 .or_default()
                 .push(item);
         }
@@ -495,14 +471,12 @@ async fn renew_loop(
                 let registry = &registry;
                 async move {
                     let sent_at = Instant::now();
-                    let mut invocation = batch[0].renewal.script().invocation();
-                    for item in batch {
-                        for key in item.renewal.keys() {
-                            invocation.key(&*key);
+                    let mut invocation = batch[0].renewal.script.invocation();
+                    for RenewItem { renewal, lease_ms, .. } in batch {
+                        for key in &renewal.keys {
+                            invocation.key(&**key);
                         }
-                        for arg in item.renewal.args(item.lease_ms) {
-                            invocation.arg(arg);
-                        }
+                        invocation.arg(&*renewal.field).arg(lease_ms).arg(renewal.kind);
                     }
                     let result: crate::Result<Vec<i64>> = conn
                         .script_within(&invocation, "renewing locks", "", renew_timeout)
@@ -540,29 +514,6 @@ async fn renew_loop(
                 _ = tokio::time::sleep_until(earliest.unwrap_or(next_tick)) => {}
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod lease_tests {
-    use super::*;
-
-    #[test]
-    fn leases_are_checked() {
-        assert!(check_lease(Duration::ZERO)
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(Duration::from_micros(999))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
-            .unwrap_err()
-            .is_invalid_argument());
-        assert_eq!(
-            check_lease(MAX_LEASE).unwrap(),
-            MAX_LEASE.as_millis() as u64
-        );
-        assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
     }
 }
 

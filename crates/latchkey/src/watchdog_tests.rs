@@ -7,9 +7,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{renew_loop, HoldKey, Lease, LockRenewal, Registry, Ticket, RENEW_BATCH};
+use super::{
+    check_lease, renew_loop, HoldKey, Lease, Registry, Renewal, Ticket, MAX_LEASE, RENEW_BATCH,
+};
 use crate::client_info::Registration;
 use crate::conn::{Conn, Target};
+use crate::error::lock;
 
 /// The watchdog timeout of every test.
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -30,7 +33,7 @@ fn grant(registry: &Registry, key: &HoldKey, lease: Lease) -> Ticket {
         lease,
         WATCHDOG,
         Instant::now(),
-        LockRenewal::of(&key.key, &key.field),
+        Renewal::of(&key.key, &key.field),
     )
 }
 
@@ -194,7 +197,7 @@ async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
     let registry = Registry::new();
     // As the loop leaves it once it has registered the client (an unregistered client's
     // grant wakes the loop to register: see the next test).
-    registry.state().registered = true;
+    lock(&registry.state).registered = true;
     let fixed = |secs| Lease::Fixed(Duration::from_secs(secs));
     let start = Instant::now();
     // The loop's next tick in this test.
@@ -262,13 +265,13 @@ async fn a_grant_of_an_unregistered_client_pokes_the_watchdog() {
         "the first grant registers the client"
     );
     registry.sleep_until(Instant::now(), tick);
-    registry.state().registered = true;
+    lock(&registry.state).registered = true;
     grant(&registry, &hold("b"), Lease::Fixed(Duration::from_secs(20)));
     assert!(
         !poked(&registry).await,
         "registered: a later deadline sleeps on"
     );
-    registry.state().registered = false;
+    lock(&registry.state).registered = false;
     grant(&registry, &hold("c"), Lease::Fixed(Duration::from_secs(20)));
     assert!(
         poked(&registry).await,
@@ -457,7 +460,7 @@ async fn the_loop_renews_in_batches_and_loses_the_holds_redis_no_longer_has() {
             lease,
             watchdog,
             Instant::now(),
-            LockRenewal::of(&key.key, &key.field),
+            Renewal::of(&key.key, &key.field),
         )
     };
     let tickets: Vec<Ticket> = (0..held)
@@ -521,4 +524,22 @@ async fn the_loop_renews_in_batches_and_loses_the_holds_redis_no_longer_has() {
     assert_eq!(first_rest, 1, "one first tick: {counts:?}");
     assert_eq!(full, 2 * (first_rest + later_rest), "{counts:?}");
     assert_eq!(full + first_rest + later_rest, counts.len(), "{counts:?}");
+}
+
+#[test]
+fn leases_are_checked() {
+    assert!(check_lease(Duration::ZERO)
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(check_lease(Duration::from_micros(999))
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(check_lease(MAX_LEASE + Duration::from_secs(1))
+        .unwrap_err()
+        .is_invalid_argument());
+    assert_eq!(
+        check_lease(MAX_LEASE).unwrap(),
+        MAX_LEASE.as_millis() as u64
+    );
+    assert_eq!(check_lease(Duration::from_secs(2)).unwrap(), 2000);
 }

@@ -1,7 +1,7 @@
 //! The transfer agent: one task per client and queue name that moves due items (and deliveries
 //! whose visibility timeout ran out) to the ready list. See the `queue` module docs.
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Keys, DELAY_TRANSFER, FALLBACK_POLL, TRANSFER_BATCH};
 use crate::client::{Client, Inner};
 use crate::conn::Conn;
-use crate::error::Result;
+use crate::error::{lock, Result};
 use crate::metrics::{self, Site};
 use crate::pubsub::{Subscription, WakePolicy};
 use crate::scripts::Invoke;
@@ -41,11 +41,6 @@ impl Shared {
             self.kick.notify_one();
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section is a single read or write: poisoning cannot leave it torn.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Returns the link to `client`'s agent for queue `name`, starting the agent if none runs.

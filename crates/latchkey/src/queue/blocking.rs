@@ -9,7 +9,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{FromRedisValue, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
@@ -573,13 +573,9 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let core = self.core.clone();
         let codec = self.codec.clone();
         let popped = crate::task::detached(Box::pin(async move {
-            let Some([id, payload, due]) = take_script::<3>(&core, "pop", 0).await? else {
+            let taken = take_script::<(Vec<u8>, Vec<u8>, i64)>(&core, "pop", 0).await?;
+            let Some((id, payload, due_ms)) = taken else {
                 return Ok(Found::Empty);
-            };
-            let (Value::BulkString(id), Value::BulkString(payload), Value::Int(due_ms)) =
-                (id, payload, due)
-            else {
-                return Err(unexpected("the take script", "pop"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
             core.site()
@@ -613,19 +609,10 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
         let codec = self.codec.clone();
         let max_deliveries = self.max_deliveries;
         crate::task::detached(Box::pin(async move {
-            let Some([id, payload, attempt, due]) =
-                take_script::<4>(&core, "claim", visibility_ms).await?
-            else {
+            let taken: Option<(Vec<u8>, Vec<u8>, i64, i64)> =
+                take_script(&core, "claim", visibility_ms).await?;
+            let Some((id, payload, attempt, due_ms)) = taken else {
                 return Ok(Found::Empty);
-            };
-            let (
-                Value::BulkString(id),
-                Value::BulkString(payload),
-                Value::Int(attempt),
-                Value::Int(due_ms),
-            ) = (id, payload, attempt, due)
-            else {
-                return Err(unexpected("the take script", "claim"));
             };
             let id = ItemId(String::from_utf8_lossy(&id).into_owned());
             core.agent()
@@ -761,11 +748,11 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
 }
 
 /// Runs the take script; `None` when the ready list is empty, else the `N` parts of the reply.
-async fn take_script<const N: usize>(
+async fn take_script<R: FromRedisValue>(
     core: &Core,
     mode: &str,
     visibility_ms: u64,
-) -> Result<Option<[Value; N]>> {
+) -> Result<Option<R>> {
     let keys = &core.keys;
     loop {
         let mut invocation = QUEUE_TAKE.invocation();
@@ -778,18 +765,14 @@ async fn take_script<const N: usize>(
             .arg(mode)
             .arg(visibility_ms);
         let reply: Value = core.script(&invocation, "taking from a queue").await?;
-        match reply {
-            Value::Nil => return Ok(None),
+        return match reply {
+            Value::Nil => Ok(None),
             // Only leftover ids of finished items were skipped: look again.
             Value::Array(parts) if parts.is_empty() => continue,
-            Value::Array(parts) => {
-                return match <[Value; N]>::try_from(parts) {
-                    Ok(parts) => Ok(Some(parts)),
-                    Err(parts) => Err(unexpected("the take script", parts)),
-                }
-            }
-            other => return Err(unexpected("the take script", other)),
-        }
+            other => redis::from_redis_value_ref(&other)
+                .map(Some)
+                .map_err(|_| unexpected("the take script", other)),
+        };
     }
 }
 

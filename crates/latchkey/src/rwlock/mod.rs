@@ -118,7 +118,11 @@ impl Client {
     /// # }
     /// ```
     pub fn rw_lock(&self, name: impl Into<String>) -> RwLock {
-        RwLock::new(self.clone(), name.into())
+        let (client, name) = (self.clone(), name.into());
+        let keys = RwLockKeys::new(client.namespace(), &name);
+        RwLock {
+            inner: Arc::new(RwInner { client, name, keys }),
+        }
     }
 }
 
@@ -130,13 +134,6 @@ struct WriteAttempt {
 }
 
 impl RwLock {
-    fn new(client: Client, name: String) -> RwLock {
-        let keys = RwLockKeys::new(client.namespace(), &name);
-        RwLock {
-            inner: Arc::new(RwInner { client, name, keys }),
-        }
-    }
-
     /// The lock's name as given to [`Client::rw_lock`], without the client's
     /// [namespace](crate::ClientBuilder::namespace): under the namespace `billing`, `name()` is
     /// `config` and the lock is kept at `billing:config` in Redis. The name is checked
@@ -544,13 +541,9 @@ impl Holds for ReadLock {
         &self.rw.inner.keys.hash
     }
 
-    fn renewal(&self, field: &Arc<str>) -> Arc<dyn Renewal> {
-        Arc::new(RwRenewal {
-            key: self.key().clone(),
-            read_prefix: self.rw.inner.keys.read_prefix(field),
-            field: field.clone(),
-            kind: "r",
-        })
+    fn renewal(&self, field: &Arc<str>) -> Arc<Renewal> {
+        let read_prefix = self.rw.inner.keys.read_prefix(field);
+        rw_renewal(self.key(), read_prefix, field, "r")
     }
 
     fn release_task(&self, field: &str) -> Task {
@@ -586,14 +579,9 @@ impl Holds for WriteLock {
         Arc::from(format!("{owner}:write"))
     }
 
-    fn renewal(&self, field: &Arc<str>) -> Arc<dyn Renewal> {
-        Arc::new(RwRenewal {
-            key: self.key().clone(),
-            // Unused for a write hold; the renew script takes a pair of keys per hold.
-            read_prefix: self.key().clone(),
-            field: field.clone(),
-            kind: "w",
-        })
+    fn renewal(&self, field: &Arc<str>) -> Arc<Renewal> {
+        // The read prefix is unused for a write hold; the renew script takes two keys per hold.
+        rw_renewal(self.key(), self.key().clone(), field, "w")
     }
 
     fn release_task(&self, field: &str) -> Task {
@@ -615,26 +603,18 @@ impl Holds for WriteLock {
     }
 }
 
-/// The renewal of a read or a write hold (`scripts/rw_renew.lua`): both kinds share the script,
-/// so they are renewed in the same batches.
-#[derive(Debug)]
-struct RwRenewal {
-    key: Arc<str>,
+/// The renewal of a read (`"r"`) or a write (`"w"`) hold (`scripts/rw_renew.lua`): both kinds
+/// share the script, so they are renewed in the same batches.
+fn rw_renewal(
+    key: &Arc<str>,
     read_prefix: Arc<str>,
-    field: Arc<str>,
-    /// `"r"` for a read hold, `"w"` for a write hold.
+    field: &Arc<str>,
     kind: &'static str,
-}
-
-impl Renewal for RwRenewal {
-    fn script(&self) -> &'static redis::Script {
-        &RW_RENEW
-    }
-    fn keys(&self) -> Vec<Arc<str>> {
-        vec![self.key.clone(), self.read_prefix.clone()]
-    }
-    fn args(&self, lease_ms: u64) -> Vec<String> {
-        let kind = self.kind.to_owned();
-        vec![self.field.to_string(), lease_ms.to_string(), kind]
-    }
+) -> Arc<Renewal> {
+    Arc::new(Renewal {
+        script: &RW_RENEW,
+        keys: vec![key.clone(), read_prefix],
+        field: field.clone(),
+        kind: Some(kind),
+    })
 }

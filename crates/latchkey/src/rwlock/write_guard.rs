@@ -1,7 +1,7 @@
 //! The guard of a write hold of a read-write lock.
 
 use crate::error::Result;
-use crate::guard::{lock_guard, Claim, GuardCore};
+use crate::guard::{lock_guard, Claim};
 use crate::wait::Attempt;
 use crate::watchdog::Lease;
 
@@ -10,18 +10,17 @@ use super::{read_attempt, ReadGuard, RwLock, WriteLock};
 /// How long a downgrade waits through Redis stalls before it gives up.
 const DOWNGRADE_STALLS: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A write hold of a [`RwLock`]. Releasing it (explicitly with [`WriteGuard::unlock`], or by
-/// dropping it and every guard [re-entered](WriteGuard::reenter) from it) wakes every waiter
-/// (and the lock stays in read mode if the holder [downgraded](WriteGuard::downgrade)).
-///
-/// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
-/// Dropping it never blocks: the release is handed to the client's background task.
-#[must_use = "dropping the guard releases the write hold at once"]
-pub struct WriteGuard {
-    pub(super) core: GuardCore<WriteLock>,
-}
-
-lock_guard!(WriteGuard, "client.rw_lock(\"config\").write().lock()");
+lock_guard!(
+    /// A write hold of a [`RwLock`]. Releasing it (explicitly with [`WriteGuard::unlock`], or by
+    /// dropping it and every guard [re-entered](WriteGuard::reenter) from it) wakes every waiter
+    /// (and the lock stays in read mode if the holder [downgraded](WriteGuard::downgrade)).
+    ///
+    /// The guard owns what it needs (`'static`, `Send`, `Sync`), so it can move into a spawned task.
+    /// Dropping it never blocks: the release is handed to the client's background task.
+    #[must_use = "dropping the guard releases the write hold at once"]
+    WriteGuard(WriteLock),
+    "client.rw_lock(\"config\").write().lock()"
+);
 
 impl WriteGuard {
     /// The read-write lock this guard holds.

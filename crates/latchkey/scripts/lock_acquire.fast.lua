@@ -1,0 +1,25 @@
+-- The fast path of lock_acquire.lua, run before the prelude's helpers are defined: the lock is
+-- free on this node and not reserved for another client, the counter is a count, and the
+-- commands after the first write (the counter's SET) are allowed. Anything else falls through
+-- to lock_acquire.lua, which waits or raises the refusal; its checks are these.
+local holders = redis.pcall('hlen', KEYS[1])
+local reserved = redis.pcall('get', KEYS[5])
+local last = redis.pcall('get', KEYS[2])
+local allowed = redis.acl_check_cmd
+if holders == 0 and (not reserved or reserved == ARGV[3]) and (not last or tonumber(last))
+    and (not allowed or (allowed('hset') and allowed('pexpire') and allowed('del')
+        and allowed('zrem') and allowed('hdel'))) then
+    local now = redis.call('time')
+    local token = string.format('%d', math.max((tonumber(last) or 0) + 1,
+        tonumber(now[1]) * 1000000 + tonumber(now[2])))
+    redis.call('set', KEYS[2], token, 'PX', string.format('%d', ARGV[1] + ARGV[6]))
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    if reserved then
+        redis.call('del', KEYS[5])
+    end
+    if ARGV[5] == '0' and redis.call('zrem', KEYS[3], ARGV[3]) == 1 then
+        redis.call('hdel', KEYS[4], ARGV[3])
+    end
+    return {1, tonumber(token)}
+end
