@@ -472,7 +472,7 @@ impl<H: Holds> GuardCore<H> {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        self.0.ticket.lost.is_cancelled()
+        self.0.ticket.is_lost()
     }
 
     pub(crate) fn lost(&self) -> Lost {

@@ -734,7 +734,7 @@ impl LeasedPermits {
     /// Whether the lease of any of the permits is known to have ended (see
     /// [`LeasedPermits::lost`]).
     pub fn is_lost(&self) -> bool {
-        self.tickets.iter().any(|(_, t)| t.lost.is_cancelled())
+        self.tickets.iter().any(|(_, t)| t.is_lost())
     }
 
     /// Resolves when the lease of any of the permits is lost: a fixed lease ran out, the watchdog

@@ -1094,11 +1094,7 @@ impl RedLockGuard {
 
     /// Whether the quorum is known to be lost (see [`RedLockGuard::lost`]).
     pub fn is_lost(&self) -> bool {
-        let left = self
-            .holds
-            .iter()
-            .filter(|(_, _, t)| !t.lost.is_cancelled())
-            .count();
+        let left = self.holds.iter().filter(|(_, _, t)| !t.is_lost()).count();
         left < self.redlock.inner.quorum
             || self.fixed_until().is_some_and(|at| Instant::now() >= at)
     }

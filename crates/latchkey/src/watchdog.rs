@@ -13,6 +13,7 @@
 //! because the renew script only extends a hash that still has the owner's field.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,11 +124,27 @@ impl Renewal {
 }
 
 /// What a guard keeps to find its hold again: the hold's generation in the registry (unique
-/// per grant) and its `lost` signal.
+/// per grant), its `lost` signal and how long its lease is known to last.
 #[derive(Clone, Debug)]
 pub(crate) struct Ticket {
     pub(crate) gen: u64,
     pub(crate) lost: CancellationToken,
+    /// The lease's known end: nanoseconds after `granted`, moved by every confirmed renewal.
+    valid_for: Arc<AtomicU64>,
+    granted: Instant,
+}
+
+impl Ticket {
+    /// Whether the hold is lost: signalled by the watchdog, or its lease's known end has
+    /// passed although the watchdog loop has not run yet (a process resumed after a pause
+    /// sees it at once, before its first write).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+            || Instant::now()
+                .saturating_duration_since(self.granted)
+                .as_nanos() as u64
+                >= self.valid_for.load(Ordering::Acquire)
+    }
 }
 
 #[derive(Debug)]
@@ -137,6 +154,9 @@ struct Held {
     renew: bool,
     /// Latest time at which the lease in Redis is known to run at least until `valid_until`.
     valid_until: Instant,
+    /// `valid_until` as the guards' tickets read it (see [`Ticket::is_lost`]).
+    valid_for: Arc<AtomicU64>,
+    granted: Instant,
     lost: CancellationToken,
     /// The user-visible name, for logs.
     name: Arc<str>,
@@ -184,6 +204,12 @@ impl State {
             return;
         };
         let old = std::mem::replace(&mut held.valid_until, valid_until);
+        held.valid_for.store(
+            valid_until
+                .saturating_duration_since(held.granted)
+                .as_nanos() as u64,
+            Ordering::Release,
+        );
         if old != valid_until {
             self.deadlines.remove(&(old, gen));
             self.deadlines.insert((valid_until, gen));
@@ -247,6 +273,9 @@ impl Registry {
         // the next tick, so the usual acquire wakes nothing.
         let poke = state.wakes_at.is_none_or(|at| valid_until < at) || !state.registered;
         let lost = CancellationToken::new();
+        let valid_for = Arc::new(AtomicU64::new(
+            valid_until.saturating_duration_since(sent_at).as_nanos() as u64,
+        ));
         state.deadlines.insert((valid_until, gen));
         state.held.insert(
             gen,
@@ -254,6 +283,8 @@ impl Registry {
                 key,
                 renew,
                 valid_until,
+                valid_for: valid_for.clone(),
+                granted: sent_at,
                 lost: lost.clone(),
                 name: Arc::from(name),
                 renewal,
@@ -263,7 +294,12 @@ impl Registry {
         if poke {
             self.changed.notify_one();
         }
-        Ticket { gen, lost }
+        Ticket {
+            gen,
+            lost,
+            valid_for,
+            granted: sent_at,
+        }
     }
 
     /// Forgets the hold of `ticket`, before its release is sent (so no renewal outlives the

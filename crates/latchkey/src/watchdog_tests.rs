@@ -122,6 +122,31 @@ async fn a_confirmed_renewal_extends_the_lease_from_when_it_was_sent() {
     assert_eq!(registry.expire(Instant::now()), Some(sent_at + WATCHDOG));
 }
 
+/// A process paused past its lease sees the hold lost as soon as it resumes, before the
+/// watchdog loop has had a turn: `is_lost` reads the lease's known end itself.
+#[tokio::test(start_paused = true)]
+async fn is_lost_is_true_once_the_known_lease_has_passed_before_the_loop_runs() {
+    let registry = Arc::new(Registry::new());
+    let key = hold("a");
+    let ticket = grant(&registry, &key, Lease::Watchdog);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let items = registry.snapshot(WATCHDOG);
+    let sent_at = Instant::now();
+    registry.renewed(&items[0], sent_at, WATCHDOG);
+    // Past the first lease's end, within the renewed one: held.
+    tokio::time::advance(WATCHDOG - Duration::from_secs(5)).await;
+    assert!(!ticket.is_lost(), "renewed");
+    // Past the renewed end, with no loop to signal it: lost all the same.
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert!(!ticket.lost.is_cancelled(), "no loop ran");
+    assert!(ticket.is_lost());
+
+    let fixed = grant(&registry, &hold("b"), Lease::Fixed(Duration::from_secs(2)));
+    assert!(!fixed.is_lost());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(fixed.is_lost(), "a fixed lease ends when it ends");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_check_of_a_fixed_lease_does_not_extend_it() {
     let registry = Arc::new(Registry::new());

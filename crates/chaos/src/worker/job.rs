@@ -237,11 +237,6 @@ impl Section {
                         _ = self.run.lost() => return Ok(Ending::Lost),
                         _ = pause => {}
                     }
-                    // Let the tasks woken together with this one run first. After the whole
-                    // process was stopped (SIGSTOP) past the lease, the watchdog is one of
-                    // them: it marks the claim lost before the check below, where without
-                    // this the order of the two wake-ups would decide.
-                    tokio::task::yield_now().await;
                 } else {
                     pause.await;
                 }
