@@ -12,8 +12,11 @@ use crate::duration;
 /// tasks on one client, each on its own names), contended (8 clients on one lock, a GET + SET
 /// increment inside), fair (contended with a fair lock; latchkey only), redlock3 (solo over 3
 /// independent servers; latchkey and rslock), delayed (5000 items, delays 0.5-3 s), held
-/// (pairs while one client holds 100, 10k and 50k locks; latchkey only), ceiling (sequential
-/// and pipelined EVALSHA on the same server). The ceiling is always measured. The clients run
+/// (pairs while one client holds 100, 10k and 50k locks; latchkey only), limiter (rate limiter
+/// decisions at 10/s and 10,000/s: latchkey's window and GCRA, the redisson crate's limiter and
+/// Redisson's own script; memory per limited key), scheduler (lateness of 1,000 jobs due at
+/// once on 3 nodes, and Redis calls per second while idle), ceiling (sequential and pipelined
+/// EVALSHA on the same server). The ceiling is always measured. The clients run
 /// on one thread unless --multi-thread. Without --redis or REDIS_URL, starts private
 /// redis-servers for the run.
 #[derive(Debug, Parser)]
@@ -41,6 +44,21 @@ pub struct BenchOpt {
     /// The 3 servers of redlock3, comma-separated. Default: 3 private redis-servers.
     #[arg(long, value_name = "URL,URL,URL", value_delimiter = ',')]
     pub redlock_redis: Vec<String>,
+    /// Tasks deciding at once in `limiter` (one client per library, shared by the tasks).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tasks: u32,
+    /// `scheduler`: the jobs due at once on the 3 nodes, each every `--scheduler-every`.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub scheduler_jobs: u32,
+    /// `scheduler`: the jobs' interval (at least 1 s: the scheduler's shortest).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = job_interval)]
+    pub scheduler_every: Duration,
+    /// `scheduler`: the occurrences of every job that are measured.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub scheduler_occurrences: u32,
+    /// `scheduler`: how long each idle group is watched.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::positive)]
+    pub scheduler_idle: Duration,
 }
 
 /// How to reach Redis (the same flag as the `latchkey` command's, which `connect` reads).
@@ -71,4 +89,19 @@ pub enum Workload {
     Delayed,
     /// Pairs while one client holds 100, 10k and 50k locks; renewal calls per tick, memory.
     Held,
+    /// Rate limiter decisions at 10/s and 10,000/s with `--tasks` tasks, and memory per key.
+    Limiter,
+    /// 1,000 jobs due at once on 3 scheduler nodes: lateness, exactly once; idle calls/s.
+    Scheduler,
+}
+
+/// A job interval: 1 s to an hour, as `--scheduler-every` takes it.
+fn job_interval(text: &str) -> Result<Duration, String> {
+    let d = duration::positive(text)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "`{text}` is out of range; the scheduler's jobs run every 1 s or more (up to an hour here)"
+        ));
+    }
+    Ok(d)
 }

@@ -158,3 +158,159 @@ async fn a_zero_duration_is_a_usage_error() {
     assert!(stderr.contains("--duration"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `limiter`: every library at both rates, in order; a window never logs more grants than its
+/// rate; the GCRA keys are measured; the redisson crate's limiter is reported as never
+/// refilling.
+#[tokio::test]
+async fn bench_limiter_json_has_every_row() {
+    let server = RedisServer::spawn();
+    let out = output(bench(
+        Some(&server),
+        &["limiter", "--json", "--duration", "300ms", "--tasks", "8"],
+    ))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let limiter = &json["limiter"];
+    assert_eq!(limiter["tasks"], 8);
+    let runs = limiter["runs"].as_array().expect("limiter runs");
+    let rows: Vec<(u64, &str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["rate"].as_u64().unwrap(),
+                r["library"].as_str().unwrap(),
+                r["limiter"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for rate in [10, 10_000] {
+        expected.extend([
+            (rate, "latchkey", "window"),
+            (rate, "latchkey", "gcra"),
+            (rate, "redisson", "token bucket"),
+            (rate, "Redisson script", "window"),
+        ]);
+    }
+    assert_eq!(rows, expected);
+    for run in runs {
+        assert!(run["decisions"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(
+            run["commands_per_decision"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+        assert!(run["redis_cpu_us_per_op"].as_f64().is_some(), "{run}");
+        if run["limiter"] == "window" {
+            let roles: Vec<&str> = run["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k["role"].as_str().unwrap())
+                .collect();
+            assert_eq!(roles, ["config", "value", "permits"], "{run}");
+            let logged = run["log_members"].as_u64().unwrap();
+            assert!(logged >= 1, "a window that admitted logs its grants: {run}");
+            assert!(
+                logged <= run["rate"].as_u64().unwrap(),
+                "a window logs at most its rate: {run}"
+            );
+        }
+    }
+    let gcra = &limiter["gcra_memory"];
+    assert_eq!(gcra["keys"], 10_000);
+    assert!(gcra["memory_usage_one_key"].as_u64().unwrap() > 0, "{gcra}");
+    assert_eq!(limiter["redisson_refilled"], false, "{limiter}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("targets: all 0"), "{text}");
+}
+
+/// The table form of `limiter` names every row and the redisson crate's refill.
+#[tokio::test]
+async fn bench_limiter_table_names_the_rows() {
+    let server = RedisServer::spawn();
+    let out = output(bench(
+        Some(&server),
+        &["limiter", "--duration", "200ms", "--tasks", "4"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "window",
+        "gcra",
+        "token bucket",
+        "Redisson script",
+        "10,000",
+    ] {
+        assert!(text.contains(row), "{row} missing:\n{text}");
+    }
+    assert!(text.contains("GCRA memory per limited key"), "{text}");
+    assert!(text.contains("was never written"), "{text}");
+    assert!(text.contains("targets: none in these workloads"), "{text}");
+}
+
+/// `scheduler`: 20 jobs every 2 s on 3 nodes for 2 occurrences: each occurrence runs
+/// exactly once, and both idle groups are watched.
+#[tokio::test]
+async fn bench_scheduler_runs_each_occurrence_once() {
+    let server = RedisServer::spawn();
+    let out = output(bench(
+        Some(&server),
+        &[
+            "scheduler",
+            "--json",
+            "--duration",
+            "200ms",
+            "--scheduler-jobs",
+            "20",
+            "--scheduler-every",
+            "2s",
+            "--scheduler-occurrences",
+            "2",
+            "--scheduler-idle",
+            "1s",
+        ],
+    ))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let s = &json["scheduler"];
+    assert_eq!(s["nodes"], 3);
+    assert_eq!(s["jobs"], 20);
+    assert_eq!(s["expected"], 40);
+    assert_eq!(s["ran"], 40, "{s}");
+    assert_eq!(s["missing"], 0, "{s}");
+    assert_eq!(s["duplicates"], 0, "{s}");
+    assert_eq!(s["per_node"].as_array().unwrap().len(), 3);
+    assert!(s["calls_per_occurrence"].as_f64().unwrap() > 0.0, "{s}");
+    let idle: Vec<u64> = s["idle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["jobs"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idle, [100, 20]);
+    assert_eq!(json["correct"], true);
+}
+
+/// `--scheduler-every` under a second is refused when the command line is read.
+#[tokio::test]
+async fn a_scheduler_interval_under_a_second_is_a_usage_error() {
+    let out = output(bench(None, &["scheduler", "--scheduler-every", "500ms"])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("--scheduler-every"), "{stderr}");
+}

@@ -7,10 +7,12 @@ mod commands;
 mod contended;
 mod delayed;
 mod held;
+mod limiter;
 mod measure;
 mod ours;
 mod peer;
 mod peer_redisson;
+mod scheduler;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,7 +29,9 @@ use crate::ui::Table;
 use ceiling::Ceiling;
 use commands::Calls;
 use delayed::DelayedResult;
+use limiter::LimiterResult;
 use measure::{Latency, Measured};
+use scheduler::SchedulerResult;
 
 /// `solo` and `redlock3` rotate over this many names.
 pub const SOLO_NAMES: u64 = 64;
@@ -221,13 +225,20 @@ pub struct Report {
     /// `held`: pairs while the client holds 100, 10k and 50k locks.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<held::HeldRun>,
+    /// `limiter`: decisions at 10/s and 10,000/s, and memory per limited key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<LimiterResult>,
+    /// `scheduler`: lateness of jobs due at once on 3 nodes, and idle calls per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SchedulerResult>,
     /// What a peer could not do on a workload that ran: left out (it has the primitive but not
     /// what the workload needs), or measured otherwise than with its defaults, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peer_notes: Vec<PeerNote>,
     /// The targets.
     pub checks: Vec<Check>,
-    /// False if a correctness check failed (contended counter, delayed lost or duplicated).
+    /// False if a correctness check failed (contended counter, delayed lost or duplicated,
+    /// a scheduled occurrence missed or run twice).
     pub correct: bool,
 }
 
@@ -270,6 +281,8 @@ pub fn targets(opt: &BenchOpt) -> Result<Targets> {
             Workload::Redlock3,
             Workload::Delayed,
             Workload::Held,
+            Workload::Limiter,
+            Workload::Scheduler,
         ]
     } else {
         opt.workloads.clone()
@@ -374,6 +387,8 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
         redlock3_skipped: None,
         delayed: None,
         held: Vec::new(),
+        limiter: None,
+        scheduler: None,
         peer_notes: Vec::new(),
         checks: Vec::new(),
         correct: true,
@@ -490,6 +505,22 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
     if has(Workload::Held) {
         report.held = held::held(&setup).await.context("held")?;
     }
+    if has(Workload::Limiter) {
+        report.limiter = Some(
+            limiter::run(&setup, opt.tasks, peer)
+                .await
+                .context("limiter")?,
+        );
+    }
+    if has(Workload::Scheduler) {
+        let params = scheduler::Params {
+            jobs: opt.scheduler_jobs,
+            every: opt.scheduler_every,
+            occurrences: opt.scheduler_occurrences,
+            idle: opt.scheduler_idle,
+        };
+        report.scheduler = Some(scheduler::run(&setup, params).await.context("scheduler")?);
+    }
     report.machine.load_after = load_average();
     if targets.main.embedded.is_none() {
         clean_up(&mut admin, &setup.prefix).await?;
@@ -515,6 +546,16 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
         broken.push(format!(
             "delayed: {} items lost, {} duplicated",
             d.lost, d.duplicates
+        ));
+    }
+    if let Some(s) = report
+        .scheduler
+        .as_ref()
+        .filter(|s| s.missing > 0 || s.duplicates > 0)
+    {
+        broken.push(format!(
+            "scheduler: {} job occurrences did not run, {} ran more than once",
+            s.missing, s.duplicates
         ));
     }
     report.correct = broken.is_empty();
@@ -1100,24 +1141,42 @@ fn render(report: &Report) -> String {
             ],
         ));
     }
-    out.push_str(&table.render());
+    // The lock workloads' table, when one of them ran.
+    let locks = !(report.solo.is_empty()
+        && report.many.is_empty()
+        && report.contended.is_empty()
+        && report.fair.is_empty()
+        && report.redlock3.is_empty()
+        && report.held.is_empty())
+        || report.delayed.is_some();
+    if locks {
+        out.push_str(&table.render());
+    }
     if let Some(why) = &report.redlock3_skipped {
         out.push_str(&format!("\nredlock3 skipped: {why}\n"));
     }
     for n in &report.peer_notes {
         out.push_str(&format!("\n{} on {}: {}\n", n.library, n.workload, n.note));
     }
-    out.push_str(
-        "\n÷ rslock, ÷ redisson = latchkey's rate / the peer's (the peers have no \
-         drop-to-release: both solo rows compare with their lock + unlock; redisson's pool sends \
-         a PING before every script call, and its waiters poll every 100 ms). of ceiling: solo \
-         unlock() and redlock3 against half the sequential EVALSHA rate (a pair is 2 round \
-         trips), solo drop against the whole of it (the release travels with the next \
-         acquire), many against half the pipelined rate, \
-         contended and fair against a quarter of the sequential rate (acquire, GET, SET, \
-         release in a row). CPU: user + system time per operation of the Redis server and of the bench process (the \
-         clients).\n",
-    );
+    if let Some(l) = &report.limiter {
+        out.push_str(&limiter::render(l));
+    }
+    if let Some(s) = &report.scheduler {
+        out.push_str(&scheduler::render(s));
+    }
+    if locks {
+        out.push_str(
+            "\n÷ rslock, ÷ redisson = latchkey's rate / the peer's (the peers have no \
+             drop-to-release: both solo rows compare with their lock + unlock; redisson's pool sends \
+             a PING before every script call, and its waiters poll every 100 ms). of ceiling: solo \
+             unlock() and redlock3 against half the sequential EVALSHA rate (a pair is 2 round \
+             trips), solo drop against the whole of it (the release travels with the next \
+             acquire), many against half the pipelined rate, \
+             contended and fair against a quarter of the sequential rate (acquire, GET, SET, \
+             release in a row). CPU: user + system time per operation of the Redis server and of the bench process (the \
+             clients).\n",
+        );
+    }
     let missed: Vec<String> = report
         .checks
         .iter()
@@ -1132,7 +1191,9 @@ fn render(report: &Report) -> String {
             )
         })
         .collect();
-    if missed.is_empty() {
+    if report.checks.is_empty() {
+        out.push_str("targets: none in these workloads\n");
+    } else if missed.is_empty() {
         out.push_str(&format!("targets: all {} met\n", report.checks.len()));
     } else {
         out.push_str(&format!(

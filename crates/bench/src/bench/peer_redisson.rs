@@ -49,7 +49,7 @@ fn err(e: RedissonError) -> anyhow::Error {
 /// A client with the crate's defaults, or with a pool of `pool` connections. `single_server`
 /// keeps the URL's address but drops its user, password and database (it rebuilds the
 /// connection settings from the configuration's own fields), so those are copied over.
-async fn client(url: &str, pool: Option<u32>) -> Result<AsyncRedissonClient> {
+pub async fn client(url: &str, pool: Option<u32>) -> Result<AsyncRedissonClient> {
     let info = url
         .into_connection_info()
         .map_err(|e| anyhow!("redisson: bad Redis URL {}: {e}", connect::redact(url)))?;
