@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt;
+use rand::seq::SliceRandom;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -1011,12 +1012,15 @@ impl Node<'_> {
         let Some(clock) = self.clock else {
             return Ok(());
         };
-        let due: Vec<Arc<str>> = self
+        let mut due: Vec<Arc<str>> = self
             .state
             .iter()
             .filter(|(_, s)| s.action <= clock.now_ms())
             .map(|(n, _)| n.clone())
             .collect();
+        // In an order of this node's own: the nodes of a group claim different jobs first,
+        // rather than all racing for the same one.
+        due.shuffle(&mut rand::rng());
         for name in due {
             self.claim_job(&name).await?;
         }
