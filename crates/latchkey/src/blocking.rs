@@ -124,8 +124,10 @@ impl Rt {
             .thread_name("latchkey-blocking")
             .enable_all()
             .build()
-            .map_err(|e| Error::Config {
-                reason: format!("could not start the blocking client's runtime thread: {e}"),
+            .map_err(|e| {
+                Error::config(format!(
+                    "could not start the blocking client's runtime thread: {e}"
+                ))
             })?;
         Ok(Rt(Arc::new(Shared {
             runtime: Some(runtime),
@@ -151,12 +153,10 @@ impl Rt {
 /// Refuses a blocking call made where a Tokio runtime runs.
 fn outside_runtime() -> Result<()> {
     if Handle::try_current().is_ok() {
-        return Err(Error::Config {
-            reason:
-                "a `latchkey_redis::blocking` call was made inside a Tokio runtime, where it would \
-                     block the runtime's thread; use the async API (`latchkey_redis::Client`) there"
-                    .to_owned(),
-        });
+        return Err(Error::config(
+            "a `latchkey_redis::blocking` call was made inside a Tokio runtime, where it would \
+             block the runtime's thread; use the async API (`latchkey_redis::Client`) there",
+        ));
     }
     Ok(())
 }

@@ -326,11 +326,10 @@ impl ClientBuilder {
     ) -> Result<Target> {
         let taken = client.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(mut client) = taken else {
-            return Err(Error::Config {
-                reason: "this builder's sentinel client was used by an earlier `connect`; make \
-                         a builder with a new one"
-                    .to_owned(),
-            });
+            return Err(Error::config(
+                "this builder's sentinel client was used by an earlier `connect`; make \
+                 a builder with a new one",
+            ));
         };
         let timeout = self.connect_timeout + self.command_timeout;
         let discover = async {
@@ -417,23 +416,20 @@ impl ClientBuilder {
                 ));
             }
         }
-        if self.watchdog_timeout < Client::MIN_WATCHDOG_TIMEOUT {
+        let (watchdog, min) = (self.watchdog_timeout, Client::MIN_WATCHDOG_TIMEOUT);
+        let problem = if watchdog < min {
+            Some(format!(
+                "is too short for renewal every third of it to keep up; use at least {min:?}"
+            ))
+        } else if watchdog > MAX_LEASE {
+            Some(format!("is longer than the maximum lease {MAX_LEASE:?}"))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
             return Err(Error::invalid(
                 "watchdog timeout",
-                format!(
-                    "{:?} is too short for renewal every third of it to keep up; use at least {:?}",
-                    self.watchdog_timeout,
-                    Client::MIN_WATCHDOG_TIMEOUT
-                ),
-            ));
-        }
-        if self.watchdog_timeout > MAX_LEASE {
-            return Err(Error::invalid(
-                "watchdog timeout",
-                format!(
-                    "{:?} is longer than the maximum lease {:?}",
-                    self.watchdog_timeout, MAX_LEASE
-                ),
+                format!("{watchdog:?} {problem}"),
             ));
         }
         let hint = "use more than zero and at most one hour";
@@ -598,11 +594,10 @@ async fn check_resp3(conn: &Conn) -> Result<()> {
         )
         .await;
     match info {
-        Ok(info) if info.split_whitespace().any(|field| field == "resp=2") => Err(Error::Config {
-            reason: "the cluster client speaks RESP2; latchkey's sharded pub/sub needs RESP3: \
-                     build it with `ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`"
-                .to_owned(),
-        }),
+        Ok(info) if info.split_whitespace().any(|field| field == "resp=2") => Err(Error::config(
+            "the cluster client speaks RESP2; latchkey's sharded pub/sub needs RESP3: \
+             build it with `ClusterClientBuilder::use_protocol(ProtocolVersion::RESP3)`",
+        )),
         _ => Ok(()),
     }
 }
@@ -811,15 +806,18 @@ impl Client {
             &id.to_string(),
             config.client_name.as_deref(),
         ));
-        watchdog::start(
+        let period = config.watchdog_timeout / 3;
+        tokio::spawn(watchdog::renew_loop(
             conn.clone(),
             registry.clone(),
             registration,
             config.watchdog_timeout,
-            config.command_timeout,
+            period,
+            config.command_timeout.min(period),
             shutdown.clone(),
-        );
-        let background = task::start(conn.clone(), shutdown.clone());
+        ));
+        let (background, tasks) = mpsc::unbounded_channel();
+        tokio::spawn(task::run(conn.clone(), tasks, shutdown.clone()));
         let hub = Hub::start(
             target,
             HubSettings {
@@ -947,11 +945,10 @@ impl ClientBuilder {
     pub fn connect_lazy(self) -> Result<Client> {
         self.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(Error::Config {
-                reason: "`connect_lazy` was called outside a Tokio runtime; call it from async \
-                         code or within `Runtime::enter`"
-                    .to_owned(),
-            });
+            return Err(Error::config(
+                "`connect_lazy` was called outside a Tokio runtime; call it from async \
+                 code or within `Runtime::enter`",
+            ));
         }
         let endpoint = self.endpoint();
         let target = match &self.source {
@@ -959,11 +956,10 @@ impl ClientBuilder {
             Source::Client(client) => Target::Fixed(client.clone()),
             #[allow(unreachable_patterns)]
             _ => {
-                return Err(Error::Config {
-                    reason: "only a single server can be lazy; use `connect` for Sentinel and \
-                             Cluster"
-                        .to_owned(),
-                })
+                return Err(Error::config(
+                    "only a single server can be lazy; use `connect` for Sentinel and \
+                     Cluster",
+                ))
             }
         };
         let conn = endpoint.connect_lazy(&target)?;

@@ -400,15 +400,12 @@ impl Conn {
     }
 
     /// Whether this is a Redis Cluster connection.
-    #[cfg(feature = "cluster")]
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.backend, Backend::Cluster(_))
-    }
-
-    /// Whether this is a Redis Cluster connection: never, without the `cluster` feature.
-    #[cfg(not(feature = "cluster"))]
-    pub(crate) fn is_cluster(&self) -> bool {
-        false
+        match self.backend {
+            #[cfg(feature = "cluster")]
+            Backend::Cluster(_) => true,
+            _ => false,
+        }
     }
 
     /// The command scripts publish notices with: sharded `spublish` on a cluster (so a notice

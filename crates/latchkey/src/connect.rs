@@ -64,21 +64,19 @@ impl Endpoint {
         #[allow(irrefutable_let_patterns)]
         let Target::Fixed(server) = target
         else {
-            return Err(Error::Config {
-                reason: format!(
-                    "`{}` is not a single server; only `redis://` and `rediss://` clients can be \
-                     lazy, use `connect` for Sentinel and Cluster",
-                    redact(&self.url)
-                ),
-            });
+            return Err(Error::config(format!(
+                "`{}` is not a single server; only `redis://` and `rediss://` clients can be \
+                 lazy, use `connect` for Sentinel and Cluster",
+                redact(&self.url)
+            )));
         };
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.command_timeout + self.replica_wait * 2))
             .set_number_of_retries(0);
         let manager = ConnectionManager::new_lazy_with_config((**server).clone(), manager_config)
-            .map_err(|e| Error::Config {
-            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
+            .map_err(|e| {
+            Error::config(format!("cannot use redis url `{}`: {e}", redact(&self.url)))
         })?;
         Ok(Conn::single(manager, self.command_timeout))
     }
@@ -94,14 +92,12 @@ impl Endpoint {
         }
         match rustls::crypto::CryptoProvider::get_default() {
             Some(_) => Ok(()),
-            None => Err(Error::Config {
-                reason: format!(
-                    "`{}` needs TLS, and no rustls crypto provider is installed: call \
-                     `rustls::crypto::ring::default_provider().install_default()` (or \
-                     `aws_lc_rs`) once at the start of the program, before connecting",
-                    redact(&self.url)
-                ),
-            }),
+            None => Err(Error::config(format!(
+                "`{}` needs TLS, and no rustls crypto provider is installed: call \
+                 `rustls::crypto::ring::default_provider().install_default()` (or \
+                 `aws_lc_rs`) once at the start of the program, before connecting",
+                redact(&self.url)
+            ))),
         }
     }
 
@@ -127,8 +123,8 @@ impl Endpoint {
         missing_feature(&self.url, topology, built_with)?;
         #[cfg(feature = "tls")]
         self.check_tls_provider()?;
-        let config_error = |e: redis::RedisError| Error::Config {
-            reason: format!("cannot use redis url `{}`: {e}", redact(&self.url)),
+        let config_error = |e: redis::RedisError| {
+            Error::config(format!("cannot use redis url `{}`: {e}", redact(&self.url)))
         };
         match topology {
             Topology::Single(url) => {
@@ -313,9 +309,8 @@ pub(crate) enum Topology {
 impl Topology {
     /// Reads `url`; [`Error::Config`] if it cannot be used.
     pub(crate) fn parse(url: &str) -> Result<Topology> {
-        let bad = |why: &str| Error::Config {
-            reason: format!("cannot use redis url `{}`: {why}", redact(url)),
-        };
+        let bad =
+            |why: &str| Error::config(format!("cannot use redis url `{}`: {why}", redact(url)));
         for (prefix, scheme) in [
             ("redis+cluster://", "redis"),
             ("rediss+cluster://", "rediss"),

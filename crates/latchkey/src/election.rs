@@ -487,24 +487,17 @@ impl Holds for Election {
 
 /// Checks a leader value: not empty, at most [`Election::MAX_VALUE_LEN`] bytes.
 fn check_value(value: &str) -> Result<()> {
-    if value.is_empty() {
-        return Err(Error::invalid(
-            "value",
-            "the value is empty; give what observers should see of the leader, such as its \
-             address or node name",
-        ));
-    }
-    if value.len() > Election::MAX_VALUE_LEN {
-        return Err(Error::invalid(
-            "value",
-            format!(
-                "the value is {} bytes long; the limit is {} bytes",
-                value.len(),
-                Election::MAX_VALUE_LEN
-            ),
-        ));
-    }
-    Ok(())
+    let reason = if value.is_empty() {
+        "the value is empty; give what observers should see of the leader, such as its \
+         address or node name"
+            .to_owned()
+    } else if value.len() > Election::MAX_VALUE_LEN {
+        let (len, max) = (value.len(), Election::MAX_VALUE_LEN);
+        format!("the value is {len} bytes long; the limit is {max} bytes")
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid("value", reason))
 }
 
 /// The leader in a leader key's payload `<term>:<value>`.
@@ -674,9 +667,7 @@ impl Leadership {
         let value = value.into();
         check_value(&value)?;
         let election = self.core.held().clone();
-        let not_leader = || Error::NotOwner {
-            name: election.inner.name.clone(),
-        };
+        let not_leader = || Error::not_owner(&election.inner.name);
         if self.core.is_lost() {
             return Err(not_leader());
         }
@@ -702,7 +693,12 @@ impl Leadership {
     }
 }
 
-crate::guard::core_guard!(Leadership);
+crate::guard::forward_guard!(
+    Leadership,
+    |guard| crate::client::Object::name(guard.core.held()),
+    Some(guard.core.fencing_token()),
+    guard.core.unlock()
+);
 
 /// One entry of the change log, `<version>:<term>:<kind>:<value>`.
 #[derive(Clone, Debug, PartialEq, Eq)]

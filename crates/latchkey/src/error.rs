@@ -510,6 +510,19 @@ impl Error {
         Chain(self)
     }
 
+    /// An [`Error::NotOwner`] of the lock `name`.
+    pub(crate) fn not_owner(name: &str) -> Error {
+        let name = name.to_owned();
+        Error::NotOwner { name }
+    }
+
+    /// An [`Error::Config`] saying `reason`.
+    pub(crate) fn config(reason: impl Into<String>) -> Error {
+        Error::Config {
+            reason: reason.into(),
+        }
+    }
+
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Error {
         Error::InvalidArgument {
             what,

@@ -435,9 +435,7 @@ impl<H: Holds> Hold<H> {
         let conn = &self.held.client().inner.conn;
         let left: i64 = task.run_detached(conn, self.held.name()).await?;
         if !held || left < 0 {
-            return Err(Error::NotOwner {
-                name: self.held.name().to_owned(),
-            });
+            return Err(Error::not_owner(self.held.name()));
         }
         Ok(())
     }
@@ -509,9 +507,9 @@ impl<H: Holds> GuardCore<H> {
         async move {
             let result = match Arc::try_unwrap(self.0) {
                 Ok(hold) => hold.unlock().await,
-                Err(shared) if shared.ticket.lost.is_cancelled() => Err(Error::NotOwner {
-                    name: shared.held.name().to_owned(),
-                }),
+                Err(shared) if shared.ticket.lost.is_cancelled() => {
+                    Err(Error::not_owner(shared.held.name()))
+                }
                 Err(_) => Ok(()),
             };
             metrics::record_outcome(match &result {
@@ -664,46 +662,20 @@ macro_rules! lock_guard {
             }
         }
 
-        crate::guard::core_guard!($guard);
+        crate::guard::forward_guard!(
+            $guard,
+            |guard| crate::client::Object::name(guard.core.held()),
+            Some(guard.core.fencing_token()),
+            guard.core.unlock()
+        );
     };
 }
 pub(crate) use lock_guard;
 
-/// [`Guard`] for a guard type over a [`GuardCore`] in its `core` field.
-macro_rules! core_guard {
-    ($guard:ident) => {
-        impl crate::guard::Sealed for $guard {}
-
-        impl crate::Guard for $guard {
-            fn name(&self) -> &str {
-                crate::client::Object::name(self.core.held())
-            }
-
-            fn fencing_token(&self) -> Option<crate::FencingToken> {
-                Some(self.core.fencing_token())
-            }
-
-            fn is_lost(&self) -> bool {
-                self.core.is_lost()
-            }
-
-            fn lost(&self) -> crate::Lost {
-                self.core.lost()
-            }
-
-            fn unlock(self) -> impl std::future::Future<Output = crate::Result<()>> + Send {
-                self.core.unlock()
-            }
-        }
-    };
-}
-pub(crate) use core_guard;
-
 /// [`Guard`] for a guard type that has inherent `is_lost` and `lost` methods: its name is
-/// `$name`, its fencing token `$token` (with `$this` the guard), and `unlock` is its inherent
-/// method `$unlock`.
+/// `$name`, its fencing token `$token`, and `unlock` is `$unlock` (with `$this` the guard).
 macro_rules! forward_guard {
-    ($(#[$doc:meta])* $guard:ident, |$this:ident| $name:expr, $token:expr, $unlock:ident) => {
+    ($(#[$doc:meta])* $guard:ident, |$this:ident| $name:expr, $token:expr, $unlock:expr) => {
         impl crate::guard::Sealed for $guard {}
 
         $(#[$doc])*
@@ -728,7 +700,8 @@ macro_rules! forward_guard {
             }
 
             fn unlock(self) -> impl std::future::Future<Output = crate::Result<()>> + Send {
-                $guard::$unlock(self)
+                let $this = self;
+                $unlock
             }
         }
     };

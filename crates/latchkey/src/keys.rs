@@ -22,47 +22,30 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// Checks an object name: non-empty, at most [`MAX_NAME_LEN`] bytes, no reserved prefix, and
 /// not one whole hash tag (see [`whole_name_hash_tag`]).
 pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid(
-            "name",
-            "the name is empty; give a non-empty name",
-        ));
-    }
-    if name.starts_with("redisson_") || name.starts_with("latchkey_") {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` starts with a prefix reserved for the keys latchkey and Redisson derive \
-                 from object names (`redisson_`, `latchkey_`); choose another name"
-            ),
-        ));
-    }
-    if name == "{}" {
-        return Err(Error::invalid(
-            "name",
-            "`{}` is an empty hash tag, not a name; give a name with text in it",
-        ));
-    }
-    if let Some(tag) = whole_name_hash_tag(name) {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "`{name}` is one hash tag and would share its derived keys (fencing counter, \
-                 channel, queues) with the object `{tag}`; name it `{tag}`, which already keeps \
-                 all its keys in one cluster slot, or put text outside the braces"
-            ),
-        ));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(Error::invalid(
-            "name",
-            format!(
-                "the name is {} bytes long; the limit is {MAX_NAME_LEN} bytes",
-                name.len()
-            ),
-        ));
-    }
-    Ok(())
+    let reason = if name.is_empty() {
+        "the name is empty; give a non-empty name".to_owned()
+    } else if name.starts_with("redisson_") || name.starts_with("latchkey_") {
+        format!(
+            "`{name}` starts with a prefix reserved for the keys latchkey and Redisson derive \
+             from object names (`redisson_`, `latchkey_`); choose another name"
+        )
+    } else if name == "{}" {
+        "`{}` is an empty hash tag, not a name; give a name with text in it".to_owned()
+    } else if let Some(tag) = whole_name_hash_tag(name) {
+        format!(
+            "`{name}` is one hash tag and would share its derived keys (fencing counter, \
+             channel, queues) with the object `{tag}`; name it `{tag}`, which already keeps \
+             all its keys in one cluster slot, or put text outside the braces"
+        )
+    } else if name.len() > MAX_NAME_LEN {
+        format!(
+            "the name is {} bytes long; the limit is {MAX_NAME_LEN} bytes",
+            name.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid("name", reason))
 }
 
 /// `Some(X)` when `name` is `{X}` and `X` has no `{`: Redisson's `prefixName` / `suffixName`
@@ -277,7 +260,7 @@ prefixed_keys! {
 
 /// The keys and channel of a permit semaphore (Redisson's
 /// `RedissonPermitExpirableSemaphore`).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct PermitSemaphoreKeys {
     /// The available permits: the object's name itself.
     pub(crate) permits: Arc<str>,

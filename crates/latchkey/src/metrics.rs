@@ -77,6 +77,9 @@ pub(crate) fn primitive_of_kind(kind: &'static str) -> &'static str {
     }
 }
 
+/// Extra labels of a metric: `(label, value)` pairs.
+type Extra<'a> = &'a [(&'static str, &'static str)];
+
 /// Where a metric is recorded: the primitive, and its name when the client opted in to the
 /// name label ([`ClientBuilder::metrics_name_label`](crate::ClientBuilder::metrics_name_label)).
 #[derive(Clone, Debug)]
@@ -100,7 +103,7 @@ impl Site {
     }
 
     /// The labels: `primitive`, `name` if opted in, then `extra`.
-    fn labels(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
+    fn labels(&self, extra: Extra<'_>) -> Vec<Label> {
         let mut labels = Vec::with_capacity(2 + extra.len());
         if !self.primitive.is_empty() {
             labels.push(Label::new("primitive", self.primitive));
@@ -113,32 +116,17 @@ impl Site {
     }
 
     /// Adds `n` to counter `metric`.
-    pub(crate) fn count(
-        &self,
-        metric: &'static str,
-        extra: &[(&'static str, &'static str)],
-        n: u64,
-    ) {
+    pub(crate) fn count(&self, metric: &'static str, extra: Extra<'_>, n: u64) {
         counter!(metric, self.labels(extra)).increment(n);
     }
 
     /// Records `value` in histogram `metric`.
-    pub(crate) fn observe(
-        &self,
-        metric: &'static str,
-        extra: &[(&'static str, &'static str)],
-        value: Duration,
-    ) {
+    pub(crate) fn observe(&self, metric: &'static str, extra: Extra<'_>, value: Duration) {
         histogram!(metric, self.labels(extra)).record(value.as_secs_f64());
     }
 
     /// Sets gauge `metric` to `value`.
-    pub(crate) fn set(
-        &self,
-        metric: &'static str,
-        extra: &[(&'static str, &'static str)],
-        value: f64,
-    ) {
+    pub(crate) fn set(&self, metric: &'static str, extra: Extra<'_>, value: f64) {
         gauge!(metric, self.labels(extra)).set(value);
     }
 
@@ -149,15 +137,8 @@ impl Site {
 }
 
 /// A counter without labels.
-pub(crate) fn count(metric: &'static str, extra: &[(&'static str, &'static str)], n: u64) {
-    counter!(
-        metric,
-        extra
-            .iter()
-            .map(|(k, v)| Label::new(*k, *v))
-            .collect::<Vec<_>>()
-    )
-    .increment(n);
+pub(crate) fn count(metric: &'static str, extra: Extra<'_>, n: u64) {
+    Site::with(false, "", "").count(metric, extra, n);
 }
 
 /// How an acquire ended, for the `outcome` label and the span's `outcome` field.

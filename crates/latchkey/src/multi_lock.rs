@@ -232,11 +232,13 @@ impl MultiLock {
         lease: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<MultiLockGuard>> {
-        let mut busy = match self.round(lease, None).await? {
-            Round::All(guards) => return Ok(Some(self.guard(guards))),
-            Round::Busy(index) => index,
-        };
+        // First every lock without waiting; later, holding the one that was busy, the others.
+        let mut held = None;
         loop {
+            let busy = match self.round(lease, held).await? {
+                Round::All(guards) => return Ok(Some(self.guard(guards))),
+                Round::Busy(index) => index,
+            };
             // Holding nothing, wait for the lock that was busy …
             let wait = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if wait.is_some_and(|left| left.is_zero()) {
@@ -248,10 +250,7 @@ impl MultiLock {
                 return Ok(None);
             };
             // … then, holding it, try the others without waiting.
-            busy = match self.round(lease, Some((busy, first))).await? {
-                Round::All(guards) => return Ok(Some(self.guard(guards))),
-                Round::Busy(index) => index,
-            };
+            held = Some((busy, first));
         }
     }
 
@@ -281,10 +280,8 @@ impl MultiLock {
             Box::pin(lock.try_lock_with(options)).await
         });
         let results = join_all(attempts).await;
-        let mut held = held;
+        let (mut held, mut busy, mut error) = (held, None, None);
         let mut guards = Vec::with_capacity(self.locks.len());
-        let mut busy = None;
-        let mut error = None;
         for (i, result) in results.into_iter().enumerate() {
             match result {
                 Ok(Some(guard)) => guards.push(guard),
@@ -406,4 +403,4 @@ impl MultiLockGuard {
     }
 }
 
-crate::guard::forward_guard!(MultiLockGuard, |guard| &guard.names, None, unlock);
+crate::guard::forward_guard!(MultiLockGuard, |guard| &guard.names, None, guard.unlock());

@@ -172,9 +172,7 @@ pub struct PermitSemaphore {
 struct PermitSemaphoreInner {
     client: Client,
     name: String,
-    key: Arc<str>,
-    leases_key: Arc<str>,
-    channel: Arc<str>,
+    keys: PermitSemaphoreKeys,
     /// Acquires wait for the permits to be set rather than fail (see
     /// [`PermitSemaphore::wait_for_init`]).
     wait_for_init: bool,
@@ -200,15 +198,13 @@ impl Client {
     /// # }
     /// ```
     pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitSemaphore {
-        let name = name.into();
-        let keys = PermitSemaphoreKeys::new(self.namespace(), &name);
+        let (client, name) = (self.clone(), name.into());
+        let keys = PermitSemaphoreKeys::new(client.namespace(), &name);
         PermitSemaphore {
             inner: Arc::new(PermitSemaphoreInner {
-                client: self.clone(),
-                leases_key: keys.leases,
-                channel: keys.channel,
-                key: keys.permits,
+                client,
                 name,
+                keys,
                 wait_for_init: false,
             }),
         }
@@ -243,7 +239,8 @@ impl PermitSemaphore {
     }
 
     fn keys(&self) -> [&Arc<str>; 3] {
-        [&self.inner.key, &self.inner.leases_key, &self.inner.channel]
+        let k = &self.inner.keys;
+        [&k.permits, &k.leases, &k.channel]
     }
 
     /// This handle, its acquires waiting for the permits to be set (by another service, say:
@@ -592,7 +589,11 @@ impl PermitSemaphore {
         let acquire = async {
             check_name(&self.inner.name)?;
             check_permits(n)?;
-            let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "permit_semaphore");
+            let waiting = self.waiting(
+                &self.inner.keys.channel,
+                WakePolicy::Count,
+                "permit_semaphore",
+            );
             waiting
                 .run(deadline, |_| {
                     // Run detached: if the caller is gone when the answer comes, the guard is
@@ -652,7 +653,7 @@ impl PermitSemaphore {
                     .map(|id| {
                         let hold = HoldKey {
                             kind: "permit",
-                            key: inner.leases_key.clone(),
+                            key: inner.keys.leases.clone(),
                             field: Arc::from(id.to_string()),
                         };
                         let ticket = client.registry.acquired(
@@ -661,7 +662,7 @@ impl PermitSemaphore {
                             lease,
                             watchdog_timeout,
                             sent_at,
-                            Renewal::with(&PSEM_RENEW, &inner.leases_key, &hold.field),
+                            Renewal::with(&PSEM_RENEW, &inner.keys.leases, &hold.field),
                         );
                         (hold, ticket)
                     })
@@ -835,5 +836,5 @@ crate::guard::forward_guard!(
     LeasedPermits,
     |guard| &guard.semaphore.inner.name,
     None,
-    release
+    guard.release()
 );

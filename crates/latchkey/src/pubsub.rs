@@ -31,12 +31,13 @@ use crate::metrics;
 use crate::task::Task;
 
 /// What a message on a channel does to the channel's local waiters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum WakePolicy {
     /// Lock channels. A number of 2 or more is a hand-off to the client with that wake id: it
     /// wakes one waiter of that client only, and the `"0"` published right after it (for
     /// Redisson clients) is ignored. A `"0"` on its own (a Redisson or forced unlock, or nobody
     /// registered) wakes one waiter; `"1"` (Redisson's read unlock) wakes every waiter.
+    #[default]
     Lock,
     /// Every message wakes every waiter.
     All,
@@ -62,7 +63,7 @@ impl Slot {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Channel {
     refs: usize,
     policy: WakePolicy,
@@ -214,12 +215,8 @@ impl Hub {
             let entry = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| Channel {
-                    refs: 0,
                     policy,
-                    waiters: VecDeque::new(),
-                    after_hand_off: false,
-                    confirmed: false,
-                    idle_generation: 0,
+                    ..Channel::default()
                 });
             self.join(entry, channel, on_leave)
         };
@@ -470,7 +467,7 @@ impl HubTask {
             // `connect` resubscribed every channel in use, these included.
             return Ok(());
         };
-        let subscribing = conn.subscribe(&channels);
+        let subscribing = conn.subscribe(&channels, true);
         let timeout = self.settings.command_timeout;
         if let Err(err) = within(timeout, "subscribing", &channels[0], subscribing).await {
             if err.is_connection() {
@@ -509,7 +506,7 @@ impl HubTask {
             .map(|(name, _)| name.clone())
             .collect();
         if let Some(first) = wanted.first() {
-            let subscribing = conn.subscribe(&wanted);
+            let subscribing = conn.subscribe(&wanted, true);
             within(
                 self.settings.command_timeout,
                 "resubscribing",
@@ -650,8 +647,11 @@ impl HubTask {
             return;
         }
         if let Some(conn) = self.conn.as_mut() {
-            match tokio::time::timeout(self.settings.command_timeout, conn.unsubscribe(&to_drop))
-                .await
+            match tokio::time::timeout(
+                self.settings.command_timeout,
+                conn.subscribe(&to_drop, false),
+            )
+            .await
             {
                 Ok(Ok(())) => {}
                 _ => self.disconnected("unsubscribe failed"),
@@ -722,27 +722,19 @@ impl SubConn {
         }
     }
 
-    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+    /// Subscribes to `channels` (`on`), or unsubscribes from them.
+    async fn subscribe(&mut self, channels: &[String], on: bool) -> redis::RedisResult<()> {
         match self {
-            SubConn::Plain { sink, .. } => sink.subscribe(channels).await,
+            SubConn::Plain { sink, .. } if on => sink.subscribe(channels).await,
+            SubConn::Plain { sink, .. } => sink.unsubscribe(channels).await,
             #[cfg(feature = "cluster")]
             SubConn::Cluster { conn, .. } => {
                 // One at a time: channels of different slots live on different shards.
                 for channel in channels {
-                    conn.ssubscribe(channel).await?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
-        match self {
-            SubConn::Plain { sink, .. } => sink.unsubscribe(channels).await,
-            #[cfg(feature = "cluster")]
-            SubConn::Cluster { conn, .. } => {
-                for channel in channels {
-                    conn.sunsubscribe(channel).await?;
+                    match on {
+                        true => conn.ssubscribe(channel).await?,
+                        false => conn.sunsubscribe(channel).await?,
+                    }
                 }
                 Ok(())
             }

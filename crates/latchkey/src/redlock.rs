@@ -266,19 +266,16 @@ impl RedLockBuilder {
     pub fn build(self) -> Result<RedLock> {
         check_name(&self.name)?;
         let n = self.clients.len();
-        if n < 3 {
-            return Err(Error::invalid(
-                "redlock nodes",
-                format!("{n} nodes; RedLock needs at least 3 independent servers"),
-            ));
-        }
-        if n.is_multiple_of(2) {
-            return Err(Error::invalid(
-                "redlock nodes",
-                format!(
-                    "{n} nodes; use an odd number (an even number tolerates no more failures than one node fewer)"
-                ),
-            ));
+        let problem = match n {
+            0..=2 => Some("RedLock needs at least 3 independent servers"),
+            _ if n.is_multiple_of(2) => Some(
+                "use an odd number (an even number tolerates no more failures than one node fewer)",
+            ),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            let reason = format!("{n} nodes; {problem}");
+            return Err(Error::invalid("redlock nodes", reason));
         }
         let mut seen = HashSet::new();
         for client in &self.clients {
@@ -348,9 +345,9 @@ fn namespace_label(namespace: Option<&str>) -> String {
 
 /// `host:port` (or the socket path) of a URL, for the distinct-nodes check.
 fn node_address(url: &str) -> Result<String> {
-    let info = url.into_connection_info().map_err(|e| Error::Config {
-        reason: format!("cannot read a redis url: {e}"),
-    })?;
+    let info = url
+        .into_connection_info()
+        .map_err(|e| Error::config(format!("cannot read a redis url: {e}")))?;
     Ok(match info.addr() {
         redis::ConnectionAddr::Tcp(host, port)
         | redis::ConnectionAddr::TcpTls { host, port, .. } => {
@@ -636,8 +633,7 @@ impl RedLock {
         let mut unreleased: Vec<usize> = Vec::new();
         let mut unavailable = 0;
         loop {
-            let redlock = self.clone();
-            let attempt_owner = owner.clone();
+            let (redlock, attempt_owner) = (self.clone(), owner.clone());
             let earlier = unreleased.clone();
             let attempt = detached(Box::pin(async move {
                 redlock.attempt(attempt_owner, lease, earlier).await
@@ -655,11 +651,7 @@ impl RedLock {
                     if unavailable == UNAVAILABLE_ATTEMPTS
                         || deadline.is_some_and(|d| Instant::now() >= d)
                     {
-                        return Err(Error::QuorumUnavailable {
-                            acquired: granted,
-                            nodes: inner.nodes.len(),
-                            quorum: inner.quorum,
-                        });
+                        return Err(self.unavailable(granted));
                     }
                     unreleased
                 }
@@ -836,20 +828,19 @@ impl RedLock {
                 .map(|&(i, _)| {
                     let node = &inner.nodes[i];
                     let client = &node.client.inner;
-                    let hold = HoldKey {
-                        kind: "redlock",
-                        key: node.key.clone(),
-                        field: owner.clone(),
-                    };
                     let ticket = client.registry.acquired(
-                        hold.clone(),
+                        HoldKey {
+                            kind: "redlock",
+                            key: node.key.clone(),
+                            field: owner.clone(),
+                        },
                         &inner.name,
                         lease,
                         client.config.watchdog_timeout,
                         start,
                         Renewal::of(&node.key, &owner),
                     );
-                    (i, hold, ticket)
+                    (i, ticket)
                 })
                 .collect();
             return Ok(Attempt::Granted(RedLockGuard {
@@ -878,6 +869,16 @@ impl RedLock {
     }
 
     /// Raises the fencing counter of every granting node to `token`; returns how many confirmed.
+    /// [`Error::QuorumUnavailable`] for an attempt that reached `acquired` nodes.
+    fn unavailable(&self, acquired: usize) -> Error {
+        let (nodes, quorum) = (self.inner.nodes.len(), self.inner.quorum);
+        Error::QuorumUnavailable {
+            acquired,
+            nodes,
+            quorum,
+        }
+    }
+
     async fn fence(&self, owner: &str, granted: &[(usize, u64)], token: u64) -> usize {
         let inner = &self.inner;
         let requests = granted.iter().map(|(i, _)| {
@@ -941,13 +942,8 @@ impl RedLock {
         context: &'static str,
     ) -> Result<T> {
         let (conn, name) = (&node.client.inner.conn, &self.inner.name);
-        conn.script_within(
-            invocation,
-            context,
-            name,
-            self.inner.settings.per_node_timeout,
-        )
-        .await
+        let timeout = self.inner.settings.per_node_timeout;
+        conn.script_within(invocation, context, name, timeout).await
     }
 
     fn release_task(node: &Node, owner: &Arc<str>) -> Task {
@@ -1040,8 +1036,8 @@ async fn quorum_lost(
 pub struct RedLockGuard {
     redlock: RedLock,
     owner: Arc<str>,
-    /// (node index, hold, ticket) of every node that granted the lock.
-    holds: Vec<(usize, HoldKey, Ticket)>,
+    /// (node index, ticket) of every node that granted the lock.
+    holds: Vec<(usize, Ticket)>,
     /// Every node where a hold of `owner` may be: those the granting attempt asked, and those
     /// where an earlier attempt's release went unanswered (not the nodes skipped as down).
     reached: Vec<usize>,
@@ -1056,10 +1052,7 @@ impl fmt::Debug for RedLockGuard {
         f.debug_struct("RedLockGuard")
             .field("lock", &self.redlock.inner.name)
             .field("owner", &self.owner)
-            .field(
-                "nodes",
-                &self.holds.iter().map(|(i, _, _)| *i).collect::<Vec<_>>(),
-            )
+            .field("nodes", &self.nodes())
             .field("fencing_token", &self.fencing_token)
             .field("lease", &self.lease)
             .field("lost", &self.is_lost())
@@ -1081,7 +1074,7 @@ impl RedLockGuard {
 
     /// The indexes (in the order the clients were given) of the nodes that granted the lock.
     pub fn nodes(&self) -> Vec<usize> {
-        self.holds.iter().map(|(i, _, _)| *i).collect()
+        self.holds.iter().map(|(i, _)| *i).collect()
     }
 
     /// The end of the validity computed at acquire time: start + TTL − drift on the monotonic
@@ -1094,7 +1087,7 @@ impl RedLockGuard {
 
     /// Whether the quorum is known to be lost (see [`RedLockGuard::lost`]).
     pub fn is_lost(&self) -> bool {
-        let left = self.holds.iter().filter(|(_, _, t)| !t.is_lost()).count();
+        let left = self.holds.iter().filter(|(_, t)| !t.is_lost()).count();
         left < self.redlock.inner.quorum
             || self.fixed_until().is_some_and(|at| Instant::now() >= at)
     }
@@ -1126,7 +1119,7 @@ impl RedLockGuard {
     /// # }
     /// ```
     pub fn lost(&self) -> Lost {
-        let node_lost = self.holds.iter().map(|(_, _, t)| t.lost.clone()).collect();
+        let node_lost = self.holds.iter().map(|(_, t)| t.lost.clone()).collect();
         Lost::new(quorum_lost(
             node_lost,
             self.redlock.inner.quorum,
@@ -1136,7 +1129,7 @@ impl RedLockGuard {
 
     /// Removes the node holds from their watchdogs (before any release is sent).
     fn stop_renewals(&self) {
-        for (i, _, ticket) in &self.holds {
+        for (i, ticket) in &self.holds {
             let client = &self.redlock.inner.nodes[*i].client.inner;
             let _ = client.registry.released(ticket);
         }
@@ -1174,8 +1167,7 @@ impl RedLockGuard {
     async fn unlock_all(mut self) -> Result<()> {
         self.released = true;
         self.stop_renewals();
-        let redlock = self.redlock.clone();
-        let owner = self.owner.clone();
+        let (redlock, owner) = (self.redlock.clone(), self.owner.clone());
         let reached = std::mem::take(&mut self.reached);
         let Released {
             released, answered, ..
@@ -1187,15 +1179,9 @@ impl RedLockGuard {
         if released >= inner.quorum {
             Ok(())
         } else if answered >= inner.quorum {
-            Err(Error::NotOwner {
-                name: inner.name.clone(),
-            })
+            Err(Error::not_owner(&inner.name))
         } else {
-            Err(Error::QuorumUnavailable {
-                acquired: released,
-                nodes: inner.nodes.len(),
-                quorum: inner.quorum,
-            })
+            Err(self.redlock.unavailable(released))
         }
     }
 }
@@ -1222,5 +1208,5 @@ crate::guard::forward_guard!(
     RedLockGuard,
     |guard| &guard.redlock.inner.name,
     guard.fencing_token(),
-    unlock
+    guard.unlock()
 );

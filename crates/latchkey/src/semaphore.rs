@@ -162,9 +162,7 @@ pub struct Semaphore {
 struct SemaphoreInner {
     client: Client,
     name: String,
-    key: Arc<str>,
-    total_key: Arc<str>,
-    channel: Arc<str>,
+    keys: SemaphoreKeys,
     /// Acquires wait for the permits to be set rather than fail (see [`Semaphore::wait_for_init`]).
     wait_for_init: bool,
 }
@@ -188,15 +186,13 @@ impl Client {
     /// # }
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        let name = name.into();
-        let keys = SemaphoreKeys::new(self.namespace(), &name);
+        let (client, name) = (self.clone(), name.into());
+        let keys = SemaphoreKeys::new(client.namespace(), &name);
         Semaphore {
             inner: Arc::new(SemaphoreInner {
-                client: self.clone(),
-                total_key: keys.total,
-                channel: keys.channel,
-                key: keys.count,
+                client,
                 name,
+                keys,
                 wait_for_init: false,
             }),
         }
@@ -266,7 +262,8 @@ impl Semaphore {
 
     /// The count, the total record and the channel.
     fn keys(&self) -> [&Arc<str>; 3] {
-        [&self.inner.key, &self.inner.total_key, &self.inner.channel]
+        let k = &self.inner.keys;
+        [&k.count, &k.total, &k.channel]
     }
 
     /// Sets the semaphore up with `permits` permits, unless it exists already. Returns whether
@@ -360,7 +357,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn available_permits(&self) -> Result<i64> {
-        let cmd = redis::cmd("GET").arg(&*self.inner.key).clone();
+        let cmd = redis::cmd("GET").arg(&*self.inner.keys.count).clone();
         let n: Option<i64> = self.read(&cmd, "reading a semaphore").await?;
         Ok(n.unwrap_or(0))
     }
@@ -500,11 +497,7 @@ impl Semaphore {
         let inner = &self.inner;
         Task {
             script: &SEM_RELEASE,
-            keys: vec![
-                inner.key.clone(),
-                inner.total_key.clone(),
-                inner.channel.clone(),
-            ],
+            keys: self.keys().map(Arc::clone).to_vec(),
             args: vec![
                 n.to_string(),
                 inner.client.inner.conn.publish_command().to_owned(),
@@ -527,7 +520,7 @@ impl Semaphore {
         let acquire = async {
             check_name(&self.inner.name)?;
             check_permits(n)?;
-            let waiting = self.waiting(&self.inner.channel, WakePolicy::Count, "semaphore");
+            let waiting = self.waiting(&self.inner.keys.channel, WakePolicy::Count, "semaphore");
             waiting
                 .run(deadline, |_| {
                     // Run detached: if the caller is gone when the answer comes, the guard is
@@ -551,7 +544,7 @@ impl Semaphore {
             .acquire_script(
                 AcquireCall {
                     script: &SEM_ACQUIRE,
-                    keys: &[&*inner.key, &*inner.total_key],
+                    keys: &[&*inner.keys.count, &*inner.keys.total],
                     args: &[n.to_string()],
                     context: "acquiring semaphore permits",
                     name: &inner.name,
@@ -689,5 +682,5 @@ crate::guard::forward_guard!(
     Permits,
     |permits| &permits.semaphore.inner.name,
     None,
-    release
+    permits.release()
 );

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -228,15 +228,9 @@ impl Place {
     }
 }
 
-/// Starts the task that runs the [`Task`]s sent to the returned queue, until `shutdown`; then
-/// it finishes what was sent, within the command timeout of `conn`.
-pub(crate) fn start(conn: Conn, shutdown: CancellationToken) -> mpsc::UnboundedSender<Task> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(task_loop(conn, rx, shutdown));
-    tx
-}
-
-async fn task_loop(conn: Conn, mut rx: mpsc::UnboundedReceiver<Task>, shutdown: CancellationToken) {
+/// The task that runs the [`Task`]s sent to `rx`, until `shutdown`; then it finishes what was
+/// sent, within the command timeout of `conn`.
+pub(crate) async fn run(conn: Conn, mut rx: UnboundedReceiver<Task>, shutdown: CancellationToken) {
     let mut running = JoinSet::new();
     loop {
         tokio::select! {

@@ -39,19 +39,14 @@ pub(crate) const COUNTER_IDLE: Duration = Duration::from_secs(60);
 
 /// Checks a lease: at least one millisecond and at most [`MAX_LEASE`].
 pub(crate) fn check_lease(lease: Duration) -> Result<u64> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is shorter than one millisecond; give a positive lease"),
-        ));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::invalid(
-            "lease",
-            format!("{lease:?} is longer than the maximum {MAX_LEASE:?}"),
-        ));
-    }
-    Ok(lease.as_millis() as u64)
+    let problem = if lease < Duration::from_millis(1) {
+        "is shorter than one millisecond; give a positive lease".to_owned()
+    } else if lease > MAX_LEASE {
+        format!("is longer than the maximum {MAX_LEASE:?}")
+    } else {
+        return Ok(lease.as_millis() as u64);
+    };
+    Err(Error::invalid("lease", format!("{lease:?} {problem}")))
 }
 
 /// The most locks renewed by one script call.
@@ -164,7 +159,7 @@ struct Held {
 }
 
 /// The holds of one client (see the module docs).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Registry {
     state: Mutex<State>,
     /// Pokes the watchdog when a hold with an earlier deadline appears.
@@ -226,11 +221,7 @@ impl State {
 
 impl Registry {
     pub(crate) fn new() -> Registry {
-        Registry {
-            state: Mutex::new(State::default()),
-            changed: Notify::new(),
-            name_label: false,
-        }
+        Registry::default()
     }
 
     /// The same registry, its metrics labelled with lock names if `name_label`.
@@ -423,29 +414,9 @@ struct RenewItem {
     lease_ms: u64,
 }
 
-/// Starts the watchdog task: it renews and checks the holds of `registry` until `shutdown`,
-/// and keeps the client's `registration` alive while it holds anything.
-pub(crate) fn start(
-    conn: Conn,
-    registry: Arc<Registry>,
-    registration: Arc<Registration>,
-    watchdog_timeout: Duration,
-    command_timeout: Duration,
-    shutdown: CancellationToken,
-) {
-    let period = watchdog_timeout / 3;
-    tokio::spawn(renew_loop(
-        conn,
-        registry,
-        registration,
-        watchdog_timeout,
-        period,
-        command_timeout.min(period),
-        shutdown,
-    ));
-}
-
-async fn renew_loop(
+/// The watchdog task: it renews and checks the holds of `registry` every `period` until
+/// `shutdown`, and keeps the client's `registration` alive while it holds anything.
+pub(crate) async fn renew_loop(
     conn: Conn,
     registry: Arc<Registry>,
     registration: Arc<Registration>,

@@ -570,8 +570,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// One `pop`, run detached: if the caller is gone when the item arrives, dropping the
     /// [`Popped`] in the task that finishes the call puts the item back.
     async fn pop_once(&self) -> Result<Found<T>> {
-        let core = self.core.clone();
-        let codec = self.codec.clone();
+        let (core, codec) = (self.core.clone(), self.codec.clone());
         let popped = crate::task::detached(Box::pin(async move {
             let taken = take_script::<(Vec<u8>, Vec<u8>, i64)>(&core, "pop", 0).await?;
             let Some((id, payload, due_ms)) = taken else {
@@ -605,8 +604,7 @@ impl<T: Send + 'static, C: Codec<T>> BlockingQueue<T, C> {
     /// One `claim`, run detached: if the caller is gone when the item arrives, dropping the
     /// [`Delivery`] in the task that finishes the call releases it.
     async fn claim_once(&self, visibility_ms: u64) -> Result<Found<Delivery<T>>> {
-        let core = self.core.clone();
-        let codec = self.codec.clone();
+        let (core, codec) = (self.core.clone(), self.codec.clone());
         let max_deliveries = self.max_deliveries;
         crate::task::detached(Box::pin(async move {
             let taken: Option<(Vec<u8>, Vec<u8>, i64, i64)> =

@@ -326,25 +326,16 @@ pub(crate) fn check_delay(delay: Duration) -> Result<u64> {
 
 /// Converts a delay in seconds given as a float, rejecting what no `Duration` can be.
 pub(crate) fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
-    if secs.is_nan() || secs.is_infinite() {
-        return Err(Error::invalid(
-            "delay",
-            format!("{secs} seconds is not a number of seconds; give a finite delay"),
-        ));
-    }
-    if secs < 0.0 {
-        return Err(Error::invalid(
-            "delay",
-            format!("{secs} seconds is negative; give a delay of zero or more"),
-        ));
-    }
-    if secs > MAX_DELAY.as_secs_f64() {
-        return Err(Error::invalid(
-            "delay",
-            format!("{secs} seconds is longer than the maximum {MAX_DELAY:?}"),
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    let problem = if !secs.is_finite() {
+        "is not a number of seconds; give a finite delay".to_owned()
+    } else if secs < 0.0 {
+        "is negative; give a delay of zero or more".to_owned()
+    } else if secs > MAX_DELAY.as_secs_f64() {
+        format!("is longer than the maximum {MAX_DELAY:?}")
+    } else {
+        return Ok(Duration::from_secs_f64(secs));
+    };
+    Err(Error::invalid("delay", format!("{secs} seconds {problem}")))
 }
 
 /// Checks a due time and returns it in milliseconds since the epoch, rounded up.

@@ -63,9 +63,7 @@ impl WriteGuard {
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard> {
         if self.is_lost() {
-            return Err(crate::Error::NotOwner {
-                name: self.rw_lock().name().to_owned(),
-            });
+            return Err(crate::Error::not_owner(self.rw_lock().name()));
         }
         let owner = self
             .owner_id()
@@ -79,11 +77,7 @@ impl WriteGuard {
                 Attempt::Granted(read) => break read,
                 // Refused: the write hold is gone (expired, forced) and somebody else holds
                 // the lock now.
-                Attempt::Wait { .. } => {
-                    return Err(crate::Error::NotOwner {
-                        name: self.rw_lock().name().to_owned(),
-                    })
-                }
+                Attempt::Wait { .. } => return Err(crate::Error::not_owner(self.rw_lock().name())),
                 Attempt::Stalled(err) => {
                     let deadline = tokio::time::Instant::now() + DOWNGRADE_STALLS;
                     crate::stall::pause_before_retry(err, Some(deadline)).await?
