@@ -6,9 +6,17 @@ local holders = redis.pcall('hlen', KEYS[1])
 local reserved = redis.pcall('get', KEYS[5])
 local last = redis.pcall('get', KEYS[2])
 local allowed = redis.acl_check_cmd
+-- A waiter's grant also leaves the queue: its keys must hold their types before the first write.
+local queue_ok = ARGV[5] ~= '0'
+if not queue_ok then
+    local queued, alive = redis.pcall('zscore', KEYS[3], ARGV[3]),
+        redis.pcall('hexists', KEYS[4], ARGV[3])
+    queue_ok = not (type(queued) == 'table' and queued.err)
+        and not (type(alive) == 'table' and alive.err)
+end
 if holders == 0 and (not reserved or reserved == ARGV[3]) and (not last or tonumber(last))
-    and (not allowed or (allowed('hset') and allowed('pexpire') and allowed('del')
-        and allowed('zrem') and allowed('hdel'))) then
+    and queue_ok and (not allowed or (allowed('hset') and allowed('pexpire')
+        and allowed('del') and allowed('zrem') and allowed('hdel'))) then
     local now = redis.call('time')
     local token = string.format('%d', math.max((tonumber(last) or 0) + 1,
         tonumber(now[1]) * 1000000 + tonumber(now[2])))

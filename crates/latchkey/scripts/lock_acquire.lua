@@ -30,6 +30,10 @@ local last = read('the fencing counter', 'string', 'get', KEYS[2])
 if last and not tonumber(last) then
     wrong_type('the fencing counter holds a string that is not a count')
 end
+if ARGV[5] == '0' then
+    read('the wait queue', 'zset', 'zscore', KEYS[3], ARGV[3])
+    read('the waiter liveness', 'hash', 'hexists', KEYS[4], ARGV[3])
+end
 acl_check({'hset', 'pexpire', 'del', 'zrem', 'hdel'})
 -- Every check of the fast path passed, so it granted the lock: not reached.
 error({err = 'ERR lock_acquire: a free lock was not granted by the fast path'})

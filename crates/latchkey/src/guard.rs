@@ -507,9 +507,7 @@ impl<H: Holds> GuardCore<H> {
         async move {
             let result = match Arc::try_unwrap(self.0) {
                 Ok(hold) => hold.unlock().await,
-                Err(shared) if shared.ticket.lost.is_cancelled() => {
-                    Err(Error::not_owner(shared.held.name()))
-                }
+                Err(shared) if shared.ticket.is_lost() => Err(Error::not_owner(shared.held.name())),
                 Err(_) => Ok(()),
             };
             metrics::record_outcome(match &result {

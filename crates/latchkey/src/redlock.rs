@@ -868,7 +868,6 @@ impl RedLock {
         }
     }
 
-    /// Raises the fencing counter of every granting node to `token`; returns how many confirmed.
     /// [`Error::QuorumUnavailable`] for an attempt that reached `acquired` nodes.
     fn unavailable(&self, acquired: usize) -> Error {
         let (nodes, quorum) = (self.inner.nodes.len(), self.inner.quorum);
@@ -879,6 +878,7 @@ impl RedLock {
         }
     }
 
+    /// Raises the fencing counter of every granting node to `token`; returns how many confirmed.
     async fn fence(&self, owner: &str, granted: &[(usize, u64)], token: u64) -> usize {
         let inner = &self.inner;
         let requests = granted.iter().map(|(i, _)| {

@@ -358,10 +358,14 @@ impl Registry {
         if item.lease_ms == 0 {
             return;
         }
+        let now = Instant::now();
         let mut state = lock(&self.state);
+        // A hold whose known lease ended before the answer came is not extended: `is_lost`
+        // has said so already, and the loop loses it.
         let extended = state
             .held
             .get(&item.gen)
+            .filter(|held| held.valid_until > now)
             .map(|held| held.valid_until.max(sent_at + watchdog_timeout));
         if let Some(valid_until) = extended {
             state.set_deadline(item.gen, valid_until);

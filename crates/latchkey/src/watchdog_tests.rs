@@ -141,6 +141,10 @@ async fn is_lost_is_true_once_the_known_lease_has_passed_before_the_loop_runs() 
     assert!(!ticket.lost.is_cancelled(), "no loop ran");
     assert!(ticket.is_lost());
 
+    // A renewal sent in time but answered after the known end does not bring it back.
+    registry.renewed(&items[0], Instant::now() - Duration::from_secs(1), WATCHDOG);
+    assert!(ticket.is_lost(), "lost stays lost");
+
     let fixed = grant(&registry, &hold("b"), Lease::Fixed(Duration::from_secs(2)));
     assert!(!fixed.is_lost());
     tokio::time::advance(Duration::from_secs(2)).await;
