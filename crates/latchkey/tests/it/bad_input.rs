@@ -7,7 +7,6 @@
 //! unsigned), more unlocks than locks (a guard is consumed by `unlock`; see the `compile_fail`
 //! doctest on `LockGuard::unlock`).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,46 +14,9 @@ use latchkey_redis::{
     BlockingQueue, Client, Error, FairLock, LockOptions, RedLock, MAX_LEASE, MAX_NAME_LEN,
 };
 use latchkey_test_support::{FaultProxy, RedisCluster, RedisServer, RedisServers, TlsFiles};
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, cluster_url, eventually};
-
-/// Every key with its type and serialized value.
-type Keyspace = BTreeMap<String, (String, Option<Vec<u8>>)>;
-
-async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
-    let keys = crate::helpers::data_keys(conn).await;
-    let mut out = BTreeMap::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        let dump: Option<Vec<u8>> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        out.insert(key, (kind, dump));
-    }
-    out
-}
-
-/// Runs `op`, which must fail with an error `expected` accepts, and checks that the keyspace
-/// is the same afterwards.
-async fn refused<T: std::fmt::Debug>(
-    conn: &mut MultiplexedConnection,
-    op: impl std::future::Future<Output = latchkey_redis::Result<T>>,
-    expected: impl Fn(&Error) -> bool,
-) -> Error {
-    let before = keyspace(conn).await;
-    let err = op.await.expect_err("the call must fail");
-    assert!(expected(&err), "unexpected error: {err:?} ({err})");
-    assert_eq!(keyspace(conn).await, before, "nothing may change ({err})");
-    err
-}
+use crate::helpers::{client, cluster_url, eventually, keyspace, refused};
 
 // ---------------------------------------------------------------------------------------------
 // Names

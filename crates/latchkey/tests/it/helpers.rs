@@ -201,3 +201,39 @@ pub async fn data_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<Stri
         .filter(|key| !key.starts_with("latchkey_client:"))
         .collect()
 }
+
+/// Every data key with its type and `DUMP`: a snapshot to compare before and after a call.
+pub type Keyspace = std::collections::BTreeMap<String, (String, Option<Vec<u8>>)>;
+
+/// The keyspace of `conn`'s server (client registrations aside), see [`Keyspace`].
+pub async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
+    let mut out = Keyspace::new();
+    for key in data_keys(conn).await {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let dump: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        out.insert(key, (kind, dump));
+    }
+    out
+}
+
+/// Runs `op`, which must fail with an error `expected` accepts, and checks that the keyspace
+/// is the same afterwards.
+pub async fn refused<T: std::fmt::Debug>(
+    conn: &mut MultiplexedConnection,
+    op: impl Future<Output = latchkey_redis::Result<T>>,
+    expected: impl Fn(&latchkey_redis::Error) -> bool,
+) -> latchkey_redis::Error {
+    let before = keyspace(conn).await;
+    let err = op.await.expect_err("the call must fail");
+    assert!(expected(&err), "unexpected error: {err:?} ({err})");
+    assert_eq!(keyspace(conn).await, before, "nothing may change ({err})");
+    err
+}

@@ -11,45 +11,12 @@ use latchkey_test_support::{RedisCluster, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
-use crate::helpers::{builder, client, evalsha_calls, eventually, now_ms, poll_then_drop, retry};
+use crate::helpers::{
+    builder, client, evalsha_calls, eventually, keyspace, now_ms, poll_then_drop, refused, retry,
+};
 
 const SECOND: Duration = Duration::from_secs(1);
 const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Every key with its type and serialized value.
-type Keyspace = BTreeMap<String, (String, Option<Vec<u8>>)>;
-
-async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
-    let mut out = BTreeMap::new();
-    for key in crate::helpers::data_keys(conn).await {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        let dump: Option<Vec<u8>> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        out.insert(key, (kind, dump));
-    }
-    out
-}
-
-/// Runs `op`, which must fail with an error `expected` accepts, and checks that the keyspace is
-/// the same afterwards.
-async fn refused<T: std::fmt::Debug>(
-    conn: &mut MultiplexedConnection,
-    op: impl std::future::Future<Output = latchkey_redis::Result<T>>,
-    expected: impl Fn(&Error) -> bool,
-) -> Error {
-    let before = keyspace(conn).await;
-    let err = op.await.expect_err("the call must fail");
-    assert!(expected(&err), "unexpected error: {err:?} ({err})");
-    assert_eq!(keyspace(conn).await, before, "nothing may change ({err})");
-    err
-}
 
 /// One grant seen by a test: the host clock (ms) just before the call was sent and just after
 /// its answer came, and its permits. The grant's stamp (the server's clock for latchkey, the
