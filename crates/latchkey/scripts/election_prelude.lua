@@ -42,19 +42,3 @@ local function append_log(key, last, term, kind, value, ttl_ms)
     redis.call('pexpire', key, string.format('%d', ttl_ms))
 end
 
--- Hands the election over to the next live waiter, if any: reserves it for that waiter's
--- client for `reserve_ms` at `hand_off` and publishes its wake id on `channel`; then publishes
--- `message`, which wakes one waiter when nobody was picked. Wait keys of other types are left
--- alone (no hand-off then).
-local function hand_over(publish, channel, queue, alive, hand_off, reserve_ms, message)
-    local picked = nil
-    if try_call('zcard', queue) ~= nil and try_call('hlen', alive) ~= nil
-        and try_call('get', hand_off) ~= nil then
-        picked = next_waiter(queue, alive)
-    end
-    if picked then
-        redis.call('set', hand_off, picked, 'PX', reserve_ms)
-        notify(publish, channel, picked)
-    end
-    notify(publish, channel, message)
-end

@@ -16,11 +16,16 @@ if not queue_ok then
 end
 if holders == 0 and (not reserved or reserved == ARGV[3]) and (not last or tonumber(last))
     and queue_ok and (not allowed or (allowed('hset') and allowed('pexpire')
-        and allowed('del') and allowed('zrem') and allowed('hdel'))) then
+        and (not reserved or allowed('del'))
+        and (ARGV[5] ~= '0' or (allowed('zrem') and allowed('hdel'))))) then
+    -- The token: the server clock in µs, written from TIME's digits (no float formatting), or
+    -- the count after the last token when that is not below it.
     local now = redis.call('time')
-    local token = string.format('%d', math.max((tonumber(last) or 0) + 1,
-        tonumber(now[1]) * 1000000 + tonumber(now[2])))
-    redis.call('set', KEYS[2], token, 'PX', string.format('%d', ARGV[1] + ARGV[6]))
+    local token = now[1] .. string.sub('00000' .. now[2], -6)
+    if last and tonumber(last) >= tonumber(token) then
+        token = string.format('%d', last + 1)
+    end
+    redis.call('set', KEYS[2], token, 'PX', ARGV[6])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if reserved then

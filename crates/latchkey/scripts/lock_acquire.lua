@@ -7,7 +7,8 @@
 -- ARGV: lease ms, owner field, the caller's wake id (a decimal >= 2), park ms (the longest
 -- wait before its next attempt; 0: it will not wait, do not register it), after a grant "0"
 -- drops the caller's client from the queue, "1" keeps it (other waiters of the client wait for
--- this lock), "2" it is not registered; how long the counter outlives the grant (ms).
+-- this lock), "2" it is not registered; the counter's expiry (ms: the lease and
+-- the idle time after it).
 --
 -- Returns {1, token} when the caller holds the lock afterwards (granted now, or by an earlier
 -- sending of the same attempt, whose answer was lost), or {0, retry_after_ms} (-1: the holder's
@@ -34,6 +35,9 @@ if ARGV[5] == '0' then
     read('the wait queue', 'zset', 'zscore', KEYS[3], ARGV[3])
     read('the waiter liveness', 'hash', 'hexists', KEYS[4], ARGV[3])
 end
-acl_check({'hset', 'pexpire', 'del', 'zrem', 'hdel'})
+-- The fast path's check: DEL only for a reservation, ZREM and HDEL only for a queued waiter.
+local queued = ARGV[5] == '0'
+acl_check({'hset', 'pexpire', reserved and 'del' or 'hset', queued and 'zrem' or 'hset',
+    queued and 'hdel' or 'hset'})
 -- Every check of the fast path passed, so it granted the lock: not reached.
 error({err = 'ERR lock_acquire: a free lock was not granted by the fast path'})

@@ -3,7 +3,8 @@
 -- KEYS: as lock_release.lua. ARGV: the leaving wake id, reservation ms, unlock message, publish.
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
-acl_check({'del', 'get', 'hdel', 'hget', 'set', 'time', 'type', 'zrange', 'zrem'})
+acl_check({'del', 'get', 'hdel', 'hget', 'hlen', 'set', 'time', 'type', 'zcard', 'zrange',
+    'zrem'})
 local queue_type = key_type(KEYS[3])
 local alive_type = key_type(KEYS[4])
 local reservation_type = key_type(KEYS[5])
@@ -28,10 +29,5 @@ redis.call('del', KEYS[5])
 if not free then
     return 0
 end
-local next = next_waiter(KEYS[3], KEYS[4])
-if next then
-    redis.call('set', KEYS[5], next, 'PX', ARGV[2])
-    notify(publish, KEYS[2], next)
-end
-notify(publish, KEYS[2], ARGV[3])
+hand_over(publish, KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 return 1

@@ -154,6 +154,23 @@ local function next_waiter(queue, alive)
     return nil
 end
 
+-- Hands a lock or election over to the next live waiter, if any: reserves it for that waiter's
+-- client for `reserve_ms` at `hand_off` and publishes its wake id on `channel`; then publishes
+-- `message`, which wakes one waiter when nobody was picked. Wait keys of other types are left
+-- alone (no hand-off then).
+local function hand_over(publish, channel, queue, alive, hand_off, reserve_ms, message)
+    local picked = nil
+    if try_call('zcard', queue) ~= nil and try_call('hlen', alive) ~= nil
+        and try_call('get', hand_off) ~= nil then
+        picked = next_waiter(queue, alive)
+    end
+    if picked then
+        redis.call('set', hand_off, picked, 'PX', reserve_ms)
+        notify(publish, channel, picked)
+    end
+    notify(publish, channel, message)
+end
+
 -- Registers the caller's client `wake_id` in a wake-one wait queue (see next_waiter), unless it
 -- will not wait (`park` 0 ms), and reports {0, retry_after}. Registered until its next attempt
 -- is certainly overdue (2 s of slack); the queue keeps the first arrival, the liveness moves on

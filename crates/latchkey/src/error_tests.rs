@@ -190,7 +190,7 @@ fn script_refusals_name_the_command_key_or_channel() {
         found[0]
     };
     // The publish command is a variable (`publish` or `spublish`): named `publish`.
-    let publish_line = line_of(release_source, "redis.call(publish, KEYS[2], next)");
+    let publish_line = line_of(release_source, "redis.call(publish, KEYS[2], ARGV[1])");
     let hset_line = line_of(acquire_source, "redis.call('hset', KEYS[1], ARGV[2], 1)");
     let run = "ERR The user executing the script can't run this command or subcommand";
     assert_eq!(

@@ -382,7 +382,7 @@ async fn attempt(
             client.wake_id.to_string(),
             (park.as_millis() as u64).to_string(),
             queue.to_owned(),
-            COUNTER_IDLE.as_millis().to_string(),
+            (lease_ms + COUNTER_IDLE.as_millis() as u64).to_string(),
         ]
     };
     attempt_hold(

@@ -47,7 +47,7 @@ scripts! {
     LOCK_ACQUIRE = fast "lock_acquire.fast.lua", "lock_acquire.lua";
 
     /// Release a lock's hold, handing the lock on to a waiting client.
-    LOCK_RELEASE = bare "lock_release.lua";
+    LOCK_RELEASE = fast "lock_release.fast.lua", "lock_release.lua";
 
     /// Register what a client is (host, process, program, version, name).
     CLIENT_REGISTER = bare "client_register.lua";

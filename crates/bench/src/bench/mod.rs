@@ -421,6 +421,9 @@ pub async fn run(opt: BenchOpt, targets: &Targets) -> Result<ExitCode> {
     }
     if has(Workload::Many) {
         report.many.push(ours::many(&setup).await.context("many")?);
+        report
+            .many
+            .push(ours::many_floor(&setup).await.context("many (floor)")?);
         if peer {
             report
                 .many
@@ -627,7 +630,7 @@ fn checks(report: &Report) -> Vec<Check> {
             );
         }
     }
-    if let Some((_, _, ratio)) = peer_ratio(&report.many, "") {
+    if let Some((ours, peer, ratio)) = peer_ratio(&report.many, "") {
         check(
             "many",
             "pairs/s ÷ rslock",
@@ -635,6 +638,16 @@ fn checks(report: &Report) -> Vec<Check> {
             ratio,
             ratio >= 0.7,
         );
+        if let (Some(a), Some(b)) = (ours.redis_cpu_us_per_op, peer.redis_cpu_us_per_op) {
+            let cpu = a / b.max(1e-9);
+            check(
+                "many",
+                "Redis CPU per pair ÷ rslock",
+                "≤ 2.0×".into(),
+                cpu,
+                cpu <= 2.0,
+            );
+        }
     }
     if let Some((ours, _, ratio)) = peer_ratio(&report.contended, "") {
         check(
@@ -816,6 +829,14 @@ fn render(report: &Report) -> String {
             }
         })
     };
+    // Redis CPU per operation ÷ the peer's.
+    let cpu_ratio = |ours: Option<&Run>, peer: Option<&Run>| match (
+        ours.and_then(|r| r.redis_cpu_us_per_op),
+        peer.and_then(|r| r.redis_cpu_us_per_op),
+    ) {
+        (Some(a), Some(b)) => format!("{:.2}×", a / b.max(1e-9)),
+        _ => String::new(),
+    };
     // A row with both peers: workload and figure, latchkey's cell, the peers' cells (rslock,
     // redisson), then ÷ rslock, ÷ redisson, of ceiling, target, met.
     let row_peers = |cells: [&str; 2], ours: String, peers: [String; 2], rest: [String; 5]| {
@@ -918,11 +939,32 @@ fn render(report: &Report) -> String {
                 blank(),
             ));
             if ours.redis_cpu_us_per_op.is_some() {
+                let [target, met] = verdict(workload, "Redis CPU per pair ÷ rslock");
                 table.row(row_peers(
                     ["", "CPU / pair: Redis / client"],
                     cpu(Some(ours)),
                     [cpu(peer), cpu(second)],
-                    judged(verdict(workload, "Redis CPU per pair ÷ rslock")),
+                    [
+                        cpu_ratio(Some(ours), peer),
+                        String::new(),
+                        String::new(),
+                        target,
+                        met,
+                    ],
+                ));
+            }
+            if let Some(floor) = find(runs, "latchkey", "floor") {
+                table.row(row_peers(
+                    ["", "floor: empty scripts, CPU / pair"],
+                    cpu(Some(floor)),
+                    blank(),
+                    [
+                        cpu_ratio(Some(floor), peer),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                    ],
                 ));
             }
         }
@@ -1174,7 +1216,9 @@ fn render(report: &Report) -> String {
              acquire), many against half the pipelined rate, \
              contended and fair against a quarter of the sequential rate (acquire, GET, SET, \
              release in a row). CPU: user + system time per operation of the Redis server and of the bench process (the \
-             clients).\n",
+             clients); on a CPU row ÷ rslock is Redis CPU ÷ rslock's. many's floor: the same two \
+             EVALSHA calls per pair with latchkey's keys and arguments and empty scripts, what a \
+             pair costs Redis before a lock script runs a command.\n",
         );
     }
     let missed: Vec<String> = report

@@ -103,6 +103,75 @@ pub async fn many(setup: &Setup) -> Result<Run> {
     Ok(Run::new("latchkey", "", &mut measured).with_cpu(cpu))
 }
 
+/// `many`'s floor: the same 64 tasks and names, each pair the two `EVALSHA` calls of a lock
+/// pair with latchkey's keys and arguments (5 keys and 6 arguments, then 5 and 4) but scripts
+/// that do nothing (`return {1, 1}`, `return 0`). What Redis spends on these is spent before a
+/// lock script runs a command: the calls, their keys and arguments, Lua's setting up.
+pub async fn many_floor(setup: &Setup) -> Result<Run> {
+    let mut conn = connect::plain(&setup.url).await?;
+    let acquire = redis::Script::new("return {1, 1}");
+    let release = redis::Script::new("return 0");
+    let acquire = acquire.prepare_invoke().load_async(&mut conn).await?;
+    let release = release.prepare_invoke().load_async(&mut conn).await?;
+    let owner = "0b5d7c8e-31f2-4a61-9c3e-5f0e2d7a9b14";
+    let make = |t: usize| {
+        let (conn, acquire, release) = (conn.clone(), acquire.clone(), release.clone());
+        // Per name: the acquire's keys, then the release's.
+        let keys: Vec<[Vec<String>; 2]> = (0..MANY_NAMES_PER_TASK)
+            .map(|j| {
+                let name = format!("{}:floor:{t}:{j}", setup.prefix);
+                let key = |kind: &str| format!("{kind}:{{{name}}}");
+                let queue = [
+                    key("latchkey_lock_queue"),
+                    key("latchkey_lock_alive"),
+                    key("latchkey_lock_handoff"),
+                ];
+                [
+                    [name.clone(), key("redisson_lock_token")].into_iter(),
+                    [name.clone(), key("redisson_lock__channel")].into_iter(),
+                ]
+                .map(|head| head.chain(queue.iter().cloned()).collect())
+            })
+            .collect();
+        move |i: u64| {
+            let (mut conn, acquire, release) = (conn.clone(), acquire.clone(), release.clone());
+            let [acquire_keys, release_keys] = keys[(i % MANY_NAMES_PER_TASK) as usize].clone();
+            let field = format!("{owner}:{i}");
+            async move {
+                let started = Instant::now();
+                let _: Vec<i64> = redis::cmd("EVALSHA")
+                    .arg(&acquire)
+                    .arg(5)
+                    .arg(&acquire_keys)
+                    .arg(&[30_000.to_string(), field.clone()])
+                    .arg(&[2, 0, 2, 90_000])
+                    .query_async(&mut conn)
+                    .await?;
+                let _: i64 = redis::cmd("EVALSHA")
+                    .arg(&release)
+                    .arg(5)
+                    .arg(&release_keys)
+                    .arg(&["0", &field, "200", "publish"])
+                    .query_async(&mut conn)
+                    .await?;
+                Ok(started.elapsed())
+            }
+        }
+    };
+    concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
+    let cpu = server_cpu(&setup.url).await?;
+    let mut measured = concurrent(
+        Some("many floor"),
+        "pairs",
+        setup.duration,
+        MANY_TASKS,
+        &make,
+    )
+    .await?;
+    let cpu = (cpu, server_cpu(&setup.url).await?);
+    Ok(Run::new("latchkey", "floor", &mut measured).with_cpu(cpu))
+}
+
 /// The one lock of `contended` (a plain lock) or `fair` (a fair lock).
 #[derive(Clone)]
 enum OneLock {

@@ -260,7 +260,13 @@ async fn a_late_release_cannot_free_a_later_hold() {
         first_owner,
         "every acquire is a new owner"
     );
-    let released: i64 = redis::Script::new(include_str!("../../scripts/lock_release.lua"))
+    // The release script as the library sends it: its fast path, the prelude, the rest.
+    let release = concat!(
+        include_str!("../../scripts/lock_release.fast.lua"),
+        include_str!("../../scripts/prelude.lua"),
+        include_str!("../../scripts/lock_release.lua"),
+    );
+    let released: i64 = redis::Script::new(release)
         .key("late")
         .key("redisson_lock__channel:{late}")
         .key("latchkey_lock_queue:{late}")
