@@ -126,6 +126,33 @@ pub struct CpuMark {
     client: f64,
 }
 
+/// `many`'s run for one library (or variant): `MANY_TASKS` tasks made by `make`, a warm-up, then
+/// the measured window with the server's CPU read at its edges.
+pub async fn many_run<M, F, Fut>(
+    setup: &Setup,
+    (library, variant): (&'static str, &'static str),
+    make: M,
+) -> Result<Run>
+where
+    M: Fn(usize) -> F,
+    F: FnMut(u64) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Duration>> + Send,
+{
+    measure::concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
+    let cpu = server_cpu(&setup.url).await?;
+    let label = format!("many {library} {variant}");
+    let mut measured = measure::concurrent(
+        Some(label.trim_end()),
+        "pairs",
+        setup.duration,
+        MANY_TASKS,
+        &make,
+    )
+    .await?;
+    let cpu = (cpu, server_cpu(&setup.url).await?);
+    Ok(Run::new(library, variant, &mut measured).with_cpu(cpu))
+}
+
 /// The CPU time (user + system) the Redis server at `url`, and this process, have used so far.
 pub async fn server_cpu(url: &str) -> Result<CpuMark> {
     let server = redis_cpu(url).await?;

@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 
 use super::contended;
 use super::measure::{concurrent, sequential};
-use super::{server_cpu, Run, Setup, MANY_NAMES_PER_TASK, MANY_TASKS, SOLO_NAMES};
+use super::{many_run, server_cpu, Run, Setup, MANY_NAMES_PER_TASK, SOLO_NAMES};
 use crate::bench::commands::Plain;
 use crate::connect;
 
@@ -89,18 +89,7 @@ pub async fn many(setup: &Setup) -> Result<Run> {
             }
         }
     };
-    concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
-    let cpu = server_cpu(&setup.url).await?;
-    let mut measured = concurrent(
-        Some("many latchkey"),
-        "pairs",
-        setup.duration,
-        MANY_TASKS,
-        &make,
-    )
-    .await?;
-    let cpu = (cpu, server_cpu(&setup.url).await?);
-    Ok(Run::new("latchkey", "", &mut measured).with_cpu(cpu))
+    many_run(setup, ("latchkey", ""), make).await
 }
 
 /// `many`'s floor: the same 64 tasks and names, each pair the two `EVALSHA` calls of a lock
@@ -158,18 +147,7 @@ pub async fn many_floor(setup: &Setup) -> Result<Run> {
             }
         }
     };
-    concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
-    let cpu = server_cpu(&setup.url).await?;
-    let mut measured = concurrent(
-        Some("many floor"),
-        "pairs",
-        setup.duration,
-        MANY_TASKS,
-        &make,
-    )
-    .await?;
-    let cpu = (cpu, server_cpu(&setup.url).await?);
-    Ok(Run::new("latchkey", "floor", &mut measured).with_cpu(cpu))
+    many_run(setup, ("latchkey", "floor"), make).await
 }
 
 /// The one lock of `contended` (a plain lock) or `fair` (a fair lock).

@@ -9,8 +9,8 @@ use rslock::LockManager;
 
 use super::commands::Plain;
 use super::contended;
-use super::measure::{concurrent, sequential};
-use super::{server_cpu, Run, Setup, MANY_NAMES_PER_TASK, MANY_TASKS, SOLO_NAMES};
+use super::measure::sequential;
+use super::{many_run, server_cpu, Run, Setup, MANY_NAMES_PER_TASK, SOLO_NAMES};
 use crate::connect;
 
 /// The lease rslock locks get: as long as latchkey's watchdog lease, so none expires mid-run.
@@ -78,18 +78,7 @@ pub async fn many(setup: &Setup) -> Result<Run> {
             }
         }
     };
-    concurrent(None, "pairs", setup.warmup, MANY_TASKS, &make).await?;
-    let cpu = server_cpu(&setup.url).await?;
-    let mut measured = concurrent(
-        Some("many rslock"),
-        "pairs",
-        setup.duration,
-        MANY_TASKS,
-        &make,
-    )
-    .await?;
-    let cpu = (cpu, server_cpu(&setup.url).await?);
-    Ok(Run::new(NAME, "", &mut measured).with_cpu(cpu))
+    many_run(setup, (NAME, ""), make).await
 }
 
 /// `contended` with rslock: 8 `LockManager`s (separate connections) on one lock.
