@@ -741,11 +741,12 @@ impl Quiesced {
     /// [`LockKeyNames::idle_ms`], the lock hash within
     /// `max_lease_ms`, the waiters' keys one of at most
     /// [`LockKeyNames::waiting_ttl_ms`]; no other key may exist. Empty when
-    /// everything is accounted for.
+    /// everything is accounted for. A PTTL of 0 is an expiry due within the
+    /// millisecond (not "none", which is -1).
     pub fn unaccounted_keys(&self, names: &LockKeyNames, max_lease_ms: i64) -> Vec<String> {
         let mut problems = Vec::new();
         for (key, (kind, pttl)) in &self.keys_at_stop {
-            let idle_expiry = *pttl > 0 && *pttl <= max_lease_ms + names.idle_ms;
+            let idle_expiry = *pttl >= 0 && *pttl <= max_lease_ms + names.idle_ms;
             let counter_kind = if names.token_field.is_some() {
                 "hash"
             } else {
@@ -756,9 +757,9 @@ impl Quiesced {
             } else if names.idle_expiring.contains(key) || is_registration(key) {
                 idle_expiry
             } else if *key == names.lock {
-                kind == "hash" && *pttl > 0 && *pttl <= max_lease_ms
+                kind == "hash" && *pttl >= 0 && *pttl <= max_lease_ms
             } else if names.waiting.contains(key) {
-                *pttl > 0 && *pttl <= names.waiting_ttl_ms
+                *pttl >= 0 && *pttl <= names.waiting_ttl_ms
             } else {
                 false
             };
@@ -944,6 +945,28 @@ pub fn publish_row(dir: &Path, row: &str, notes: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_at_stop_with_an_expiry_due_now_are_accounted_for() {
+        let names = LockKeyNames::new("l");
+        let registration = "latchkey_client:{c}".to_owned();
+        let quiesced = |pttl: i64| Quiesced {
+            keys_at_stop: BTreeMap::from([
+                (registration.clone(), ("hash".to_owned(), pttl)),
+                (names.token.clone(), ("string".to_owned(), 0)),
+            ]),
+            ..Quiesced::default()
+        };
+        // 0: due within the millisecond; -1: no expiry at all.
+        assert_eq!(
+            quiesced(0).unaccounted_keys(&names, 1000),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            quiesced(-1).unaccounted_keys(&names, 1000),
+            vec![format!("{registration} (hash, pttl -1 ms)")]
+        );
+    }
 
     fn ev(op: u64, t: u64, process: &str, kind: EventKind) -> Event {
         Event::new(0, process, op, t, kind)

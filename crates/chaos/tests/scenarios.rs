@@ -278,7 +278,7 @@ fn assert_clean(scenario: &str, outcome: &Outcome) {
         outcome
             .quiesced
             .token_counter_pttl
-            .is_some_and(|pttl| pttl > 0 && pttl <= outcome.max_lease_ms + outcome.names.idle_ms),
+            .is_some_and(|pttl| pttl >= 0 && pttl <= outcome.max_lease_ms + outcome.names.idle_ms),
         "{scenario}: the fencing counter must outlive the holds and expire once the lock is idle\n{}",
         outcome.describe()
     );

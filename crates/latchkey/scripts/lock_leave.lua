@@ -1,6 +1,6 @@
 -- A client's last waiter for a lock gave up: unregister the client, and if the lock had just
 -- been handed off to it, pass the hand-off on so the queue never waits for a client that left.
--- KEYS: as lock_release.lua. ARGV: the leaving wake id, reservation ms, unlock message, publish.
+-- KEYS: as lock_release.fast.lua. ARGV: the leaving wake id, reservation ms, unlock message, publish.
 -- Returns 1 when a hand-off was passed on, 0 otherwise. Keys of unexpected types are left alone.
 local publish = publish_command(ARGV[4])
 acl_check({'del', 'get', 'hdel', 'hget', 'hlen', 'set', 'time', 'type', 'zcard', 'zrange',

@@ -47,7 +47,7 @@ scripts! {
     LOCK_ACQUIRE = fast "lock_acquire.fast.lua", "lock_acquire.lua";
 
     /// Release a lock's hold, handing the lock on to a waiting client.
-    LOCK_RELEASE = fast "lock_release.fast.lua", "lock_release.lua";
+    LOCK_RELEASE = fast "lock_release.fast.lua", "handoff_prelude.lua", "lock_release.lua";
 
     /// Register what a client is (host, process, program, version, name).
     CLIENT_REGISTER = bare "client_register.lua";
@@ -72,7 +72,7 @@ scripts! {
     LOCK_RENEW = "lock_renew.lua";
 
     /// Unregister a client whose last waiter gave up, passing on a hand-off meant for it.
-    LOCK_LEAVE = "lock_leave.lua";
+    LOCK_LEAVE = "handoff_prelude.lua", "lock_leave.lua";
 
     /// Read a lock's state in one snapshot.
     LOCK_STATUS = "lock_status.lua";
@@ -114,19 +114,19 @@ scripts! {
     RW_FORCE_UNLOCK = "rw_prelude.lua", "rw_force_unlock.lua";
 
     /// Campaign in an election: lead it, or wait in its queue.
-    ELECTION_CAMPAIGN = "election_prelude.lua", "election_campaign.lua";
+    ELECTION_CAMPAIGN = "handoff_prelude.lua", "election_prelude.lua", "election_campaign.lua";
 
     /// Resign an election's leadership, handing it over to the next waiter.
-    ELECTION_RESIGN = "election_prelude.lua", "election_resign.lua";
+    ELECTION_RESIGN = "handoff_prelude.lua", "election_prelude.lua", "election_resign.lua";
 
     /// Change the leader's value while it still leads.
-    ELECTION_PROCLAIM = "election_prelude.lua", "election_proclaim.lua";
+    ELECTION_PROCLAIM = "handoff_prelude.lua", "election_prelude.lua", "election_proclaim.lua";
 
     /// Read an election's leader, term and change log in one snapshot.
-    ELECTION_OBSERVE = "election_prelude.lua", "election_observe.lua";
+    ELECTION_OBSERVE = "handoff_prelude.lua", "election_prelude.lua", "election_observe.lua";
 
     /// Unregister a client whose last campaign gave up, passing on a hand-off meant for it.
-    ELECTION_LEAVE = "election_prelude.lua", "election_leave.lua";
+    ELECTION_LEAVE = "handoff_prelude.lua", "election_prelude.lua", "election_leave.lua";
 
     /// Take permits from a semaphore.
     SEM_ACQUIRE = "sem_acquire.lua";

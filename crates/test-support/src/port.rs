@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Lowest port handed out.
@@ -16,6 +16,34 @@ const LOW: u16 = 10_000;
 const HIGH: u16 = 22_000;
 /// Offset of the Redis Cluster bus port.
 const BUS_OFFSET: u16 = 10_000;
+
+/// The range ports are chosen in: `LATCHKEY_TEST_PORTS=<low>-<high>` (inside `10000..22000`),
+/// so that test processes running at the same time never choose the same port (CI runs the
+/// chaos scenarios, which restart servers on their ports, beside the other tests); the whole
+/// range by default.
+///
+/// # Panics
+///
+/// If `LATCHKEY_TEST_PORTS` is set but is not such a range.
+fn range() -> (u16, u16) {
+    static RANGE: OnceLock<(u16, u16)> = OnceLock::new();
+    *RANGE.get_or_init(|| match std::env::var("LATCHKEY_TEST_PORTS") {
+        Err(_) => (LOW, HIGH),
+        Ok(value) => parse_range(&value).unwrap_or_else(|| {
+            panic!(
+                "LATCHKEY_TEST_PORTS={value:?}: expected <low>-<high> with \
+                 {LOW} <= low < high <= {HIGH}"
+            )
+        }),
+    })
+}
+
+/// `<low>-<high>` inside `LOW..HIGH`, at least 100 ports wide.
+fn parse_range(value: &str) -> Option<(u16, u16)> {
+    let (low, high) = value.split_once('-')?;
+    let (low, high): (u16, u16) = (low.trim().parse().ok()?, high.trim().parse().ok()?);
+    (LOW <= low && high <= HIGH && low < high && high - low >= 100).then_some((low, high))
+}
 
 /// Ports this process has handed out already; they are not handed out again (until the
 /// whole range has been used), so two servers started at the same time cannot pick the
@@ -40,8 +68,9 @@ fn can_bind(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-/// Returns a loopback port that is free right now, chosen at random in `10000..22000`, whose
-/// Redis Cluster bus port (`port + 10000`, so below 32000) is free as well.
+/// Returns a loopback port that is free right now, chosen at random in `10000..22000` (or the
+/// range `LATCHKEY_TEST_PORTS` gives), whose Redis Cluster bus port (`port + 10000`, so below
+/// 32000) is free as well.
 ///
 /// Another process may still take the port before it is used; [`crate::ServerBuilder::spawn`]
 /// notices a failed bind and retries with another port. A port is never returned twice by
@@ -51,9 +80,10 @@ fn can_bind(port: u16) -> bool {
 ///
 /// If no free port is found after many attempts.
 pub fn free_port() -> u16 {
-    let span = u64::from(HIGH - LOW);
+    let (low, high) = range();
+    let span = u64::from(high - low);
     for _ in 0..10_000 {
-        let port = LOW + (random_u64() % span) as u16;
+        let port = low + (random_u64() % span) as u16;
         {
             let mut guard = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
             let set = guard.get_or_insert_with(HashSet::new);
@@ -70,7 +100,7 @@ pub fn free_port() -> u16 {
         }
         return port;
     }
-    panic!("latchkey-test-support: no free loopback port found in {LOW}..{HIGH}");
+    panic!("latchkey-test-support: no free loopback port found in {low}..{high}");
 }
 
 #[cfg(test)]
@@ -82,9 +112,27 @@ mod tests {
         let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
         let distinct: HashSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len());
+        let (low, high) = range();
         for port in ports {
-            assert!((LOW..HIGH).contains(&port), "{port}");
+            assert!((low..high).contains(&port), "{port}");
             assert!(port + BUS_OFFSET < 55_000 + BUS_OFFSET);
+        }
+    }
+
+    #[test]
+    fn a_port_range_is_parsed_inside_the_whole_range() {
+        assert_eq!(parse_range("10000-14000"), Some((10_000, 14_000)));
+        assert_eq!(parse_range(" 14000 - 22000 "), Some((14_000, 22_000)));
+        for bad in [
+            "",
+            "14000",
+            "9000-12000",
+            "14000-23000",
+            "14000-14050",
+            "b-a",
+            "2-1",
+        ] {
+            assert_eq!(parse_range(bad), None, "{bad:?}");
         }
     }
 }

@@ -133,7 +133,9 @@ pub async fn many_floor(setup: &Setup) -> Result<Run> {
                     .arg(5)
                     .arg(&acquire_keys)
                     .arg(&[30_000.to_string(), field.clone()])
-                    .arg(&[2, 0, 2, 90_000])
+                    // A client's wake id (62 bits), a first attempt's park (2 s), not queued,
+                    // the counter's expiry.
+                    .arg(&[4_611_686_018_427_387_904_u64, 2_000, 2, 90_000])
                     .query_async(&mut conn)
                     .await?;
                 let _: i64 = redis::cmd("EVALSHA")

@@ -709,6 +709,52 @@ async fn wrong_key_type_under_a_derived_key() {
     }
 }
 
+/// The wait queue or the liveness hash turned to another type while a client waits in it: the
+/// release frees the lock and wakes the waiter (no hand-off), and the waiter's attempt, which
+/// would take it out of the queue with its grant, is refused before it writes anything: the
+/// lock stays free and the wrong-typed key as it was.
+#[tokio::test]
+async fn wrong_key_type_under_a_waiting_client() {
+    let server = RedisServer::spawn();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let mut conn = server.conn().await;
+    for (name, key) in [
+        ("wq", "latchkey_lock_queue:{wq}"),
+        ("wv", "latchkey_lock_alive:{wv}"),
+    ] {
+        let held = b.lock(name).lock().await.unwrap();
+        let waiter = tokio::spawn({
+            let lock = a.lock(name);
+            async move { lock.lock().await.map(|guard| guard.owner_id().to_owned()) }
+        });
+        let queue = format!("latchkey_lock_queue:{{{name}}}");
+        let registered = eventually(Duration::from_secs(5), || {
+            let mut conn = conn.clone();
+            let queue = queue.clone();
+            async move { conn.exists::<_, bool>(&queue).await.unwrap() }
+        })
+        .await;
+        assert!(
+            registered,
+            "{name}: the waiter registered in the wait queue"
+        );
+        let _: () = conn.del(key).await.unwrap();
+        let _: () = conn.set(key, "x").await.unwrap();
+        held.unlock().await.unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the waiter is woken and answered")
+            .unwrap();
+        let err = result.expect_err("a waiter's grant with a wrong-typed queue key is refused");
+        assert!(err.is_wrong_type(), "{name}: {err:?}");
+        let lock_exists: bool = conn.exists(name).await.unwrap();
+        assert!(!lock_exists, "{name}: the refused grant wrote nothing");
+        let v: String = conn.get(key).await.unwrap();
+        assert_eq!(v, "x", "{name}: the wrong-typed key is left alone");
+    }
+}
+
 /// A fencing counter that is a string but not an integer (written by something else): the
 /// acquire fails before writing anything. The error is a plain `Error::Redis` (no predicate
 /// names it).

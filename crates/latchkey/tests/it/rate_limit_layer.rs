@@ -480,7 +480,9 @@ async fn a_dropped_response_takes_no_permit_unless_admitted() {
     }));
     let mut conn = server.conn().await;
     let (mut dropped_deciding, mut dropped_admitted) = (0, 0);
-    for polls in 0..200 {
+    // Dropped after 0, 1, 2, … polls (more sparsely further on) until one was admitted.
+    let mut polls = 0;
+    while polls < 1_000_000 {
         let before = calls.load(Ordering::SeqCst);
         let answered = poll_then_drop(service.clone().oneshot("k".to_owned()), polls).await;
         assert!(answered.is_none(), "the inner service never answers");
@@ -500,6 +502,7 @@ async fn a_dropped_response_takes_no_permit_unless_admitted() {
             clear,
             "dropped at poll {polls} before admission, a permit stayed taken"
         );
+        polls += 1 + polls / 16;
     }
     // Dropped unpolled, then at least once with its script sent (the first poll cannot see
     // the answer), then once admitted.

@@ -264,6 +264,7 @@ async fn a_late_release_cannot_free_a_later_hold() {
     let release = concat!(
         include_str!("../../scripts/lock_release.fast.lua"),
         include_str!("../../scripts/prelude.lua"),
+        include_str!("../../scripts/handoff_prelude.lua"),
         include_str!("../../scripts/lock_release.lua"),
     );
     let released: i64 = redis::Script::new(release)
