@@ -31,12 +31,12 @@ local last = read('the fencing counter', 'string', 'get', KEYS[2])
 if last and not tonumber(last) then
     wrong_type('the fencing counter holds a string that is not a count')
 end
-if ARGV[5] == '0' then
+local queued = ARGV[5] == '0'
+if queued then
     read('the wait queue', 'zset', 'zscore', KEYS[3], ARGV[3])
     read('the waiter liveness', 'hash', 'hexists', KEYS[4], ARGV[3])
 end
 -- The fast path's check: DEL only for a reservation, ZREM and HDEL only for a queued waiter.
-local queued = ARGV[5] == '0'
 acl_check({'hset', 'pexpire', reserved and 'del' or 'hset', queued and 'zrem' or 'hset',
     queued and 'hdel' or 'hset'})
 -- Every check of the fast path passed, so it granted the lock: not reached.

@@ -11,7 +11,7 @@ use latchkey_redis::{Client, Error, MultiLock, Refused, ReplicaSync};
 use latchkey_test_support::{RedisCluster, RedisServer, SentinelGroup};
 use redis::aio::MultiplexedConnection;
 
-use crate::helpers::holds_for;
+use crate::helpers::{holds_for, keyspace, Keyspace};
 
 /// Permissions of the README's lines that the operations here do not reach: `unsubscribe`
 /// (`sunsubscribe`) runs in the background after a channel's linger, `lpush` in `nack`.
@@ -85,30 +85,14 @@ fn readme_acl() -> [AclLine; 3] {
 }
 
 /// Every key with its type and value (not its TTL, which renewals move).
-async fn snapshot(admin: &mut Option<MultiplexedConnection>) -> Vec<(String, String, Vec<u8>)> {
+async fn snapshot(admin: &mut Option<MultiplexedConnection>) -> Keyspace {
     let Some(conn) = admin.as_mut() else {
-        return Vec::new();
+        return Keyspace::new();
     };
-    let mut keys = crate::helpers::data_keys(conn).await;
-    keys.sort();
-    let mut all = Vec::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        let value: Option<Vec<u8>> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        // A key that expired between KEYS and DUMP is gone.
-        if let Some(value) = value {
-            all.push((key, kind, value));
-        }
-    }
-    all
+    let mut keys = keyspace(conn).await;
+    // A key that expired between KEYS and DUMP is gone.
+    keys.retain(|_, (_, dump)| dump.is_some());
+    keys
 }
 
 /// The operation that failed, its error (`None`: a held lock was lost, its renewal refused),
@@ -132,13 +116,10 @@ impl Failure {
 /// Whether the keyspace differs from `before`, once the clean-up that a failed operation leaves
 /// to the background (a waiter that gave up leaves its wait queue) had time to run: whether it
 /// stays different for 2 s.
-async fn changed_from(
-    admin: &Option<MultiplexedConnection>,
-    before: &[(String, String, Vec<u8>)],
-) -> bool {
+async fn changed_from(admin: &Option<MultiplexedConnection>, before: &Keyspace) -> bool {
     holds_for(Duration::from_secs(2), || {
         let mut admin = admin.clone();
-        async move { snapshot(&mut admin).await != before }
+        async move { snapshot(&mut admin).await != *before }
     })
     .await
 }
