@@ -15,7 +15,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redis::AsyncCommands;
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::helpers::{builder, client, eventually};
+use crate::helpers::{builder, client, eventually, numsub};
 
 /// A metric as the test reads it: its name and its labels, sorted.
 type Series = (String, Vec<(String, String)>);
@@ -265,10 +265,18 @@ async fn a_waiter_woken_by_a_release_counts_a_received_hand_off() {
     let lock = waiter.lock("metrics-handoff");
     let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.fencing_token()) });
     // Once the waiter's client is registered in the lock's wait queue, the release hands the
-    // lock to that client (publishes its wake id).
+    // lock to that client (publishes its wake id). The first refused attempt registers it
+    // before it subscribes, so wait for the server to have the subscription too: a hand-off
+    // published before it is not received (the waiter's retry right after subscribing takes
+    // the reserved lock instead, and counts no received hand-off).
+    let conn = server.conn().await;
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            holding.status().await.unwrap().waiting_clients == 1
+        eventually(Duration::from_secs(5), || {
+            let (holding, mut conn) = (&holding, conn.clone());
+            async move {
+                holding.status().await.unwrap().waiting_clients == 1
+                    && numsub(&mut conn, "redisson_lock__channel:{metrics-handoff}").await == 1
+            }
         })
         .await
     );
