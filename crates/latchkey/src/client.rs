@@ -646,7 +646,9 @@ pub(crate) struct Inner {
     /// The queues' transfer agents of this client.
     pub(crate) agents: Agents,
     handles: AtomicU64,
-    shutdown: CancellationToken,
+    /// Cancelled when the client shuts down (its last clone is dropped), for background tasks
+    /// that must stop with the client without keeping it alive.
+    pub(crate) shutdown: CancellationToken,
 }
 
 impl Inner {
@@ -862,12 +864,6 @@ impl Client {
     /// The lease given to locks taken without one, renewed by the watchdog.
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.config.watchdog_timeout
-    }
-
-    /// A token cancelled when the client shuts down (its last clone is dropped), for background
-    /// tasks that must stop with the client without keeping it alive.
-    pub(crate) fn shutdown_token(&self) -> CancellationToken {
-        self.inner.shutdown.clone()
     }
 
     /// The namespace set with [`ClientBuilder::namespace`], if any.

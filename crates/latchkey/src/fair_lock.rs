@@ -480,6 +480,7 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
     // gives back the hold just granted, which wakes the next in line; the attempt then fails
     // with NotReplicated, and the caller's queue entry (removed by the grant) is cleaned up as
     // for any other error.
+    let leave = || LeaveOnDrop::new(&client.background, lock.leave_task(claim.owner()));
     let mut entry = None;
     let attempt = attempt_hold(
         &claim,
@@ -495,14 +496,17 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
         |core| FairLockGuard { core },
         |reply| match reply {
             [0, retry_after, queued] => {
-                entry = (*queued == 1)
-                    .then(|| LeaveOnDrop::new(&client.background, lock.leave_task(claim.owner())));
+                entry = (*queued == 1).then(leave);
                 Ok(Attempt::retry_after_ms(*retry_after))
             }
             other => Err(unexpected("the fair lock script", other)),
         },
     )
     .await?;
+    if matches!(attempt, Attempt::Stalled(_)) {
+        // The answer was lost: the caller may be queued. Leaving is harmless if it is not.
+        entry = Some(leave());
+    }
     Ok(FairAttempt { attempt, entry })
 }
 

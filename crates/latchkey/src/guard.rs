@@ -359,7 +359,7 @@ where
     match reply.as_slice() {
         [1, token] => {
             state.granted.store(true, Ordering::Release);
-            metrics::record_token(*token as u64);
+            tracing::Span::current().record("token", *token as u64);
             let key = HoldKey {
                 kind: H::KIND,
                 key: held.key().clone(),
@@ -432,8 +432,10 @@ impl<H: Holds> Hold<H> {
 
     async fn unlock(mut self) -> Result<()> {
         let (task, held) = self.release();
-        let conn = &self.held.client().inner.conn;
-        let left: i64 = task.run_detached(conn, self.held.name()).await?;
+        let client = &self.held.client().inner;
+        let left: i64 = task
+            .run_detached(&client.conn, &client.background, self.held.name())
+            .await?;
         if !held || left < 0 {
             return Err(Error::not_owner(self.held.name()));
         }
@@ -643,8 +645,9 @@ macro_rules! lock_guard {
             /// [`Error::NotOwner`](crate::Error::NotOwner) if the hold was lost (expired,
             /// force-unlocked, or reported lost by the watchdog): a successor's hold is
             /// untouched (its owner id is another), and what is left of this one in Redis, if
-            /// anything, is released. Connection errors if Redis cannot be reached; the hold
-            /// then expires with its lease.
+            /// anything, is released. Connection errors if Redis cannot be reached; the
+            /// client's background task then sends the release again until Redis answers (for
+            /// up to a minute; after that the hold expires with its lease).
             ///
             /// # Examples
             ///

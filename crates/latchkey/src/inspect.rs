@@ -324,7 +324,7 @@ impl Client {
                         let id = <[u8; 16]>::try_from(id.as_slice()).ok()?;
                         let left = (end as i64).saturating_sub(now).max(0);
                         Some(LeasedPermit {
-                            id: PermitId::from_bytes(id),
+                            id: PermitId(id),
                             remaining_lease: Duration::from_millis(left as u64),
                         })
                     })

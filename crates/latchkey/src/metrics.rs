@@ -255,11 +255,6 @@ pub(crate) fn record_outcome(outcome: &'static str) {
     tracing::Span::current().record("outcome", outcome);
 }
 
-/// Records the fencing token of a grant on the current span.
-pub(crate) fn record_token(token: u64) {
-    tracing::Span::current().record("token", token);
-}
-
 #[cfg(test)]
 #[path = "metrics_tests.rs"]
 mod tests;

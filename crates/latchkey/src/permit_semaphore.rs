@@ -38,16 +38,11 @@ use crate::watchdog::{HoldKey, Lease, Renewal, Ticket};
 /// # Ok::<(), latchkey_redis::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PermitId([u8; 16]);
+pub struct PermitId(pub(crate) [u8; 16]);
 
 impl PermitId {
     fn random() -> PermitId {
         PermitId(rand::random())
-    }
-
-    /// The id made of these 16 bytes (as Redisson keeps it).
-    pub(crate) fn from_bytes(bytes: [u8; 16]) -> PermitId {
-        PermitId(bytes)
     }
 
     /// The 16 bytes of the id.
@@ -555,9 +550,10 @@ impl PermitSemaphore {
                 "no permit ids; give at least one",
             ));
         }
+        let client = &self.inner.client.inner;
         let unknown: Vec<String> = self
             .release_task(ids)
-            .run_detached(&self.inner.client.inner.conn, &self.inner.name)
+            .run_detached(&client.conn, &client.background, &self.inner.name)
             .await?;
         match unknown.into_iter().next() {
             None => Ok(()),

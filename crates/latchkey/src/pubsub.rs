@@ -350,7 +350,10 @@ impl Drop for Subscription {
                 }
             }
             if channel.waiters.is_empty() {
-                if let Some(task) = self.on_leave.take() {
+                if let Some(mut task) = self.on_leave.take() {
+                    // A client's place in a queue: not sent again, a later waiter of this
+                    // client may have taken it again by then.
+                    task.resend = false;
                     let _ = self.state.background.send(task);
                 }
             }

@@ -151,6 +151,7 @@ fn leave_task(context: &'static str) -> Task {
         args: Vec::new(),
         context,
         lost: None,
+        resend: false,
     }
 }
 

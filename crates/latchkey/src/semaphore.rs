@@ -468,7 +468,7 @@ impl Semaphore {
     /// [`Release::Held`]), in a `release` span.
     async fn give_back(&self, n: u32, kind: Release) -> Result<()> {
         let span = metrics::span(Op::Release, "semaphore", &self.inner.name, None);
-        let inner = &self.inner;
+        let (inner, client) = (&self.inner, &self.inner.client.inner);
         let release = async {
             if let Release::Checked = kind {
                 check_name(&inner.name)?;
@@ -476,7 +476,7 @@ impl Semaphore {
             }
             let task = self.release_task(n, kind);
             let reply: Vec<i64> = task
-                .run_detached(&inner.client.inner.conn, &inner.name)
+                .run_detached(&client.conn, &client.background, &inner.name)
                 .await?;
             match reply.as_slice() {
                 [1, _] => Ok(()),
@@ -512,6 +512,8 @@ impl Semaphore {
                 "{n} permits of semaphore `{}` stay taken; give them back with Semaphore::release",
                 inner.name
             )),
+            // A count: sent twice, it would give the permits back twice.
+            resend: false,
         }
     }
 

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
@@ -131,6 +132,13 @@ pub(crate) struct Task {
     /// What a failure leaves behind, for the warning when the task fails in the background;
     /// `None` for a hold that expires with its lease anyway.
     pub(crate) lost: Option<String>,
+    /// Sent again while Redis cannot be reached, for up to [`RESEND_FOR`] (see `run_task`): a
+    /// release or a queue entry stranded by a restart of Redis would otherwise stand until its
+    /// lease or deadline ran out, holding everybody else up. Every task only undoes what one
+    /// owner id (permit id, delivery attempt) made, so a second sending finds nothing left to
+    /// do — but for a count (a plain semaphore's release, a GCRA refund) and a client's place in
+    /// a wait queue (the hub's leave, see `pubsub`): those clear it.
+    pub(crate) resend: bool,
 }
 
 impl Task {
@@ -147,6 +155,7 @@ impl Task {
             args,
             context,
             lost: None,
+            resend: true,
         }
     }
 
@@ -165,17 +174,26 @@ impl Task {
 
     /// Runs the script when the returned future is first polled; from then on it completes
     /// even if that future is dropped (see [`detached`]). Every explicit release goes through
-    /// here, so a caller who stops waiting for `unlock()` still releases.
+    /// here, so a caller who stops waiting for `unlock()` still releases. A task that cannot
+    /// reach Redis is also handed to `background`, which sends it again (see [`Task::resend`]);
+    /// the caller gets the error.
     pub(crate) fn run_detached<T>(
         self,
         conn: &Conn,
+        background: &mpsc::UnboundedSender<Task>,
         name: &str,
     ) -> impl Future<Output = Result<T>> + Send + 'static
     where
         T: redis::FromRedisValue + Send + 'static,
     {
-        let (conn, name) = (conn.clone(), name.to_owned());
-        detached_try(Box::pin(async move { self.run::<T>(&conn, &name).await }))
+        let (conn, background, name) = (conn.clone(), background.clone(), name.to_owned());
+        detached_try(Box::pin(async move {
+            let result = self.run::<T>(&conn, &name).await;
+            if matches!(&result, Err(e) if self.resend && e.is_connection()) {
+                let _ = background.send(self);
+            }
+            result
+        }))
     }
 }
 
@@ -260,17 +278,35 @@ pub(crate) async fn run(conn: Conn, mut rx: UnboundedReceiver<Task>, shutdown: C
     }
 }
 
+/// How long the background task keeps sending a task again while Redis cannot be reached (a
+/// restart, a failover, a network cut).
+pub(crate) const RESEND_FOR: Duration = Duration::from_secs(60);
+
+/// The longest pause between two sendings of a task.
+const RESEND_PAUSE: Duration = Duration::from_secs(2);
+
 async fn run_task(conn: Conn, task: Task) {
     let name = task.keys.first().map_or("", |k| &**k);
-    if let Err(e) = task.run::<redis::Value>(&conn, name).await {
-        match &task.lost {
-            Some(lost) => {
-                tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context);
+    let give_up = Instant::now() + RESEND_FOR;
+    let mut pause = Duration::from_millis(100);
+    let e = loop {
+        match task.run::<redis::Value>(&conn, name).await {
+            Ok(_) => return,
+            Err(e) if task.resend && e.is_connection() && Instant::now() + pause < give_up => {
+                tracing::debug!(key = %name, error = %e.chain(), "latchkey background {} failed; sending it again", task.context);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RESEND_PAUSE);
             }
-            None => {
-                // Nothing to act on: the hold ends with its lease.
-                tracing::info!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context);
-            }
+            Err(e) => break e,
+        }
+    };
+    match &task.lost {
+        Some(lost) => {
+            tracing::warn!(key = %name, error = %e.chain(), "latchkey background {} failed; {lost}", task.context)
+        }
+        // Nothing to act on: what it would have undone expires with its lease or deadline.
+        None => {
+            tracing::info!(key = %name, error = %e.chain(), "latchkey background {} failed; it expires with its lease", task.context)
         }
     }
 }

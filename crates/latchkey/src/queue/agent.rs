@@ -59,7 +59,7 @@ pub(crate) fn ensure(client: &Client, name: &str, keys: &Keys) -> Arc<Shared> {
             shared: shared.clone(),
             site: Site::queue(client.inner.config.metrics_name_label, name),
         };
-        tokio::spawn(agent.run(client.shutdown_token()));
+        tokio::spawn(agent.run(client.inner.shutdown.clone()));
         shared
     })
 }

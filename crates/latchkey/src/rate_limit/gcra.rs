@@ -720,16 +720,20 @@ impl GcraLimiter {
         Ok(Turn::Admitted(Admission {
             limiter: self.clone(),
             decision,
-            refund: Some(Task::new(
-                &GCRA_REFUND,
-                vec![key],
-                vec![
-                    permits.to_string(),
-                    period.to_string(),
-                    quota.rate.to_string(),
-                ],
-                "giving back a rate limit decision nobody waited for",
-            )),
+            refund: Some(Task {
+                // A count: sent twice, it would give the permits back twice.
+                resend: false,
+                ..Task::new(
+                    &GCRA_REFUND,
+                    vec![key],
+                    vec![
+                        permits.to_string(),
+                        period.to_string(),
+                        quota.rate.to_string(),
+                    ],
+                    "giving back a rate limit decision nobody waited for",
+                )
+            }),
         }))
     }
 }

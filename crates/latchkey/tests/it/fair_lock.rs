@@ -8,7 +8,7 @@ use latchkey_redis::{FairLock, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, eventually, numsub};
+use crate::helpers::{builder, client, eventually, numsub};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -1196,4 +1196,87 @@ async fn thread_wait_time_is_checked_when_set() {
         .unwrap();
     assert_eq!(lock.thread_wait_time(), Duration::from_secs(300));
     lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
+/// A waiter cut off from Redis while it is queued gives up with a connection error, and its
+/// leave cannot be sent; once Redis can be reached again, the client's background task sends
+/// the leave again and the entry goes at once, instead of holding the queue up until its
+/// deadline (a thread wait time: 30 s here). The chaos suite's Redis restarts found a fair lock
+/// whose queue stood still for a minute this way.
+#[tokio::test]
+async fn a_waiter_cut_off_from_redis_leaves_the_queue_once_redis_is_back() {
+    let server = RedisServer::spawn();
+    let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
+    let holder = client(&server).await;
+    // Its commands give up after 200 ms: the leave fails well before Redis is back.
+    let cut = builder(proxy.url().as_str())
+        .command_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let held = holder.fair_lock("cut-off").lock().await.unwrap();
+    let lock = cut.fair_lock("cut-off");
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(60));
+        lock.lock_with(options).await.map(drop)
+    });
+    assert!(queue_clients_become(&server, "cut-off", &[cut.id()]).await);
+
+    proxy.refuse(true);
+    proxy.drop_connections();
+    let err = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the cut-off waiter gives up")
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    // Its leave could not reach Redis: the entry is still there.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(queue_clients_become(&server, "cut-off", &[cut.id()]).await);
+
+    proxy.refuse(false);
+    assert!(
+        queue_becomes(&server, "cut-off", &[]).await,
+        "the leave was sent again once Redis could be reached"
+    );
+    // The release finds nobody queued: a newcomer takes the lock at once.
+    held.unlock().await.unwrap();
+    let other = client(&server).await;
+    assert!(other
+        .fair_lock("cut-off")
+        .try_lock(Duration::ZERO)
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// A waiter whose queueing attempt was answered too late (the answer lost to the command
+/// timeout, the script run all the same) leaves the queue when it gives up, as one whose answer
+/// came does: its entry does not hold the queue up until its deadline (30 s here).
+#[tokio::test]
+async fn a_waiter_whose_answers_were_lost_leaves_the_queue_when_it_gives_up() {
+    let server = RedisServer::spawn();
+    let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
+    let holder = client(&server).await;
+    let slow = builder(proxy.url().as_str())
+        .command_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let held = holder.fair_lock("late-answers").lock().await.unwrap();
+    // Every answer now comes after the command timeout: each attempt is uncertain.
+    proxy.set_delay(Duration::from_millis(400));
+    let err = slow
+        .fair_lock("late-answers")
+        .lock_with(LockOptions::new().wait(Duration::from_millis(1500)))
+        .await
+        .unwrap_err();
+    assert!(err.is_uncertain(), "{err}");
+    // The answers come in time again: the leave, sent again until then, goes through.
+    proxy.set_delay(Duration::ZERO);
+    assert!(
+        queue_becomes(&server, "late-answers", &[]).await,
+        "the waiter left the queue it had joined"
+    );
+    held.unlock().await.unwrap();
 }

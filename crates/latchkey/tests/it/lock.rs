@@ -8,7 +8,7 @@ use latchkey_redis::{Client, Error, LockOptions};
 use latchkey_test_support::RedisServer;
 use redis::AsyncCommands;
 
-use crate::helpers::{client, eventually, long_lease_client, numsub, poll_then_drop};
+use crate::helpers::{builder, client, eventually, long_lease_client, numsub, poll_then_drop};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutual_exclusion_of_4_clients_by_4_tasks() {
@@ -1265,5 +1265,47 @@ async fn a_cut_off_holder_hears_lost_before_another_client_locks() {
         );
         proxy.blackhole(false);
         drop((held, next));
+    }
+}
+
+/// A release that cannot reach Redis (a restart, a network cut) is sent again by the client's
+/// background task once Redis answers: the lock is free then, not when its lease runs out (30 s
+/// here). Both for a dropped guard and for `unlock()`, which also tells the caller.
+#[tokio::test]
+async fn a_release_that_cannot_reach_redis_is_sent_again_once_it_can() {
+    let server = RedisServer::spawn();
+    let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
+    // A 30 s lease; commands give up after 200 ms: the releases fail well before Redis is back.
+    let cut = builder(proxy.url().as_str())
+        .watchdog_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let other = client(&server).await;
+    let dropped = cut.lock("cut-drop").lock().await.unwrap();
+    let unlocked = cut.lock("cut-unlock").lock().await.unwrap();
+
+    proxy.refuse(true);
+    proxy.drop_connections();
+    drop(dropped);
+    let err = unlocked.unlock().await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for name in ["cut-drop", "cut-unlock"] {
+        assert!(other.lock(name).is_locked().await.unwrap(), "{name}");
+    }
+
+    proxy.refuse(false);
+    for name in ["cut-drop", "cut-unlock"] {
+        let lock = other.lock(name);
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                let lock = lock.clone();
+                async move { !lock.is_locked().await.unwrap() }
+            })
+            .await,
+            "{name} is released once Redis can be reached"
+        );
     }
 }
