@@ -801,7 +801,7 @@ impl Client {
 
     fn start(config: ClientBuilder, conn: Conn, target: Target, replicas: Replicas) -> Client {
         let shutdown = CancellationToken::new();
-        let registry = Arc::new(Registry::new().with_name_label(config.metrics_name_label));
+        let registry = Arc::new(Registry::default().with_name_label(config.metrics_name_label));
         let id = uuid::Uuid::new_v4();
         let wake_id = 2 + ((id.as_u128() >> 66) as u64);
         let registration = Arc::new(Registration::new(

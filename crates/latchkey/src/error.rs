@@ -97,8 +97,10 @@ pub enum Error {
     },
 
     /// Redis could not be reached (connection refused, reset or closed, TLS handshake failed, or
-    /// the sentinels know no primary during a failover); retrying later may succeed. The message
-    /// says what was being done; why it failed is the `source()`.
+    /// the sentinels know no primary during a failover), or cannot serve for now (`LOADING` its
+    /// data after a restart, a demoted primary's `READONLY`, `MASTERDOWN`, a cluster's
+    /// `TRYAGAIN` or `CLUSTERDOWN`, `BUSY` with a long script): nothing was run, and retrying
+    /// later may succeed. The message says what was being done; why it failed is the `source()`.
     #[error("cannot reach redis ({context})")]
     Unreachable {
         /// What was being done.
@@ -403,6 +405,9 @@ fn script_command(refusal: &str) -> Option<String> {
     calls.next().is_none().then_some(command)
 }
 
+/// The codes of replies from a server that cannot serve for now (see [`Error::Unreachable`]).
+const NOT_SERVING: &str = "LOADING READONLY MASTERDOWN TRYAGAIN CLUSTERDOWN BUSY";
+
 /// The predicates (`is_*`): each says whether the error is one of the variants named.
 macro_rules! predicates {
     ($($(#[$doc:meta])* $name:ident => $variant:pat,)+) => {
@@ -572,7 +577,7 @@ impl Error {
             _ if err.is_timeout() => Error::Timeout { timeout, context },
             _ if err.is_io_error()
                 || err.is_connection_dropped()
-                || err.is_connection_refusal() =>
+                || NOT_SERVING.split(' ').any(|code| err.code() == Some(code)) =>
             {
                 Error::Unreachable {
                     context,

@@ -101,6 +101,36 @@ fn wrongtype_replies_say_what_the_key_holds() {
     );
 }
 
+/// A server that cannot serve for now (restarting, demoted, between primaries, busy with a
+/// script) ran nothing: the error is a connection error, which callers and the background
+/// task's resending treat as "retry later"; other replies stay `Redis` errors.
+#[test]
+fn a_server_that_cannot_serve_for_now_is_unreachable() {
+    let classify = |line: &str| Error::from_redis(reply(line), "releasing", "o", Duration::ZERO);
+    for line in [
+        "LOADING Redis is loading the dataset in memory",
+        "READONLY You can't write against a read only replica.",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down",
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+    ] {
+        let err = classify(line);
+        assert!(
+            err.is_unreachable() && err.is_connection(),
+            "{line}: {err:?}"
+        );
+        let detail = line.split_once(' ').unwrap().1;
+        assert!(
+            err.chain().to_string().contains(detail),
+            "{line}: {}",
+            err.chain()
+        );
+    }
+    let err = classify("ERR Error running script: something else");
+    assert!(matches!(err, Error::Redis(_)), "{err:?}");
+}
+
 fn refused(line: &str, context: &'static str, object: &str) -> Refused {
     match Error::from_redis(reply(line), context, object, Duration::from_secs(1)) {
         Error::PermissionDenied { refused, source } => {

@@ -502,11 +502,13 @@ async fn attempt(claim: Claim<FairLock>, lease: Lease, park: Duration) -> Result
             other => Err(unexpected("the fair lock script", other)),
         },
     )
-    .await?;
-    if matches!(attempt, Attempt::Stalled(_)) {
-        // The answer was lost: the caller may be queued. Leaving is harmless if it is not.
+    .await;
+    if let Ok(Attempt::Stalled(_)) | Err(crate::Error::Unreachable { .. }) = &attempt {
+        // The answer was lost (a timeout; a connection cut after the script was sent): the
+        // caller may be queued. Leaving is harmless if it is not; after an error, at once.
         entry = Some(leave());
     }
+    let attempt = attempt?;
     Ok(FairAttempt { attempt, entry })
 }
 

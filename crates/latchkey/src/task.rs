@@ -132,12 +132,13 @@ pub(crate) struct Task {
     /// What a failure leaves behind, for the warning when the task fails in the background;
     /// `None` for a hold that expires with its lease anyway.
     pub(crate) lost: Option<String>,
-    /// Sent again while Redis cannot be reached, for up to [`RESEND_FOR`] (see `run_task`): a
-    /// release or a queue entry stranded by a restart of Redis would otherwise stand until its
-    /// lease or deadline ran out, holding everybody else up. Every task only undoes what one
-    /// owner id (permit id, delivery attempt) made, so a second sending finds nothing left to
-    /// do — but for a count (a plain semaphore's release, a GCRA refund) and a client's place in
-    /// a wait queue (the hub's leave, see `pubsub`): those clear it.
+    /// Sent again while Redis cannot be reached, for up to [`RESEND_FOR`] while the client lives
+    /// (see `run_task`): a release or a queue entry stranded by a restart of Redis would
+    /// otherwise stand until its lease or deadline ran out, holding everybody else up. Every
+    /// task only undoes what one owner id (permit id, delivery attempt) made, so a second
+    /// sending finds nothing left to do — but for a count (a plain semaphore's release, a GCRA
+    /// refund), a client's place in a wait queue (the hub's leave, see `pubsub`) and a
+    /// downgrade's claim (`ClaimInner::fresh`): those clear it.
     pub(crate) resend: bool,
 }
 
@@ -294,7 +295,8 @@ async fn run_task(conn: Conn, task: Task) {
             Ok(_) => return,
             Err(e) if task.resend && e.is_connection() && Instant::now() + pause < give_up => {
                 tracing::debug!(key = %name, error = %e.chain(), "latchkey background {} failed; sending it again", task.context);
-                tokio::time::sleep(pause).await;
+                // Jittered: the tasks an outage held up do not all come back at once.
+                tokio::time::sleep(pause.mul_f64(rand::random_range(0.5..1.5))).await;
                 pause = (pause * 2).min(RESEND_PAUSE);
             }
             Err(e) => break e,

@@ -220,10 +220,6 @@ impl State {
 }
 
 impl Registry {
-    pub(crate) fn new() -> Registry {
-        Registry::default()
-    }
-
     /// The same registry, its metrics labelled with lock names if `name_label`.
     pub(crate) fn with_name_label(self, name_label: bool) -> Registry {
         Registry { name_label, ..self }

@@ -39,7 +39,7 @@ fn grant(registry: &Registry, key: &HoldKey, lease: Lease) -> Ticket {
 
 #[tokio::test(start_paused = true)]
 async fn every_grant_is_an_entry_of_its_own_released_once() {
-    let registry = Registry::new();
+    let registry = Registry::default();
     let key = hold("a");
     // Two grants of the same key and field (which a new owner per acquire never makes, but
     // the registry does not rely on it): two entries, released one by one.
@@ -56,7 +56,7 @@ async fn every_grant_is_an_entry_of_its_own_released_once() {
 
 #[tokio::test(start_paused = true)]
 async fn expire_loses_exactly_the_holds_whose_lease_ran_out() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let start = Instant::now();
     let short = hold("short");
     let long = hold("long");
@@ -99,7 +99,7 @@ async fn expire_loses_exactly_the_holds_whose_lease_ran_out() {
 
 #[tokio::test(start_paused = true)]
 async fn a_confirmed_renewal_extends_the_lease_from_when_it_was_sent() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let start = Instant::now();
     let key = hold("a");
     let ticket = grant(&registry, &key, Lease::Watchdog);
@@ -126,7 +126,7 @@ async fn a_confirmed_renewal_extends_the_lease_from_when_it_was_sent() {
 /// watchdog loop has had a turn: `is_lost` reads the lease's known end itself.
 #[tokio::test(start_paused = true)]
 async fn is_lost_is_true_once_the_known_lease_has_passed_before_the_loop_runs() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let key = hold("a");
     let ticket = grant(&registry, &key, Lease::Watchdog);
     tokio::time::advance(Duration::from_secs(10)).await;
@@ -153,7 +153,7 @@ async fn is_lost_is_true_once_the_known_lease_has_passed_before_the_loop_runs() 
 
 #[tokio::test(start_paused = true)]
 async fn a_check_of_a_fixed_lease_does_not_extend_it() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let start = Instant::now();
     let key = hold("a");
     let ticket = grant(&registry, &key, Lease::Fixed(Duration::from_secs(5)));
@@ -174,7 +174,7 @@ async fn a_check_of_a_fixed_lease_does_not_extend_it() {
 
 #[tokio::test(start_paused = true)]
 async fn the_snapshot_renews_watchdog_holds_and_checks_fixed_ones() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let w = hold("w");
     let f = hold("f");
     let t_w = grant(&registry, &w, Lease::Watchdog);
@@ -194,7 +194,7 @@ async fn the_snapshot_renews_watchdog_holds_and_checks_fixed_ones() {
 
 #[tokio::test(start_paused = true)]
 async fn an_answer_about_a_released_hold_does_not_touch_a_newer_one() {
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let key = hold("a");
     let old = grant(&registry, &key, Lease::Watchdog);
     let stale_item = registry.snapshot(WATCHDOG).remove(0);
@@ -223,7 +223,7 @@ async fn an_answer_about_a_released_hold_does_not_touch_a_newer_one() {
 
 #[tokio::test(start_paused = true)]
 async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
-    let registry = Registry::new();
+    let registry = Registry::default();
     // As the loop leaves it once it has registered the client (an unregistered client's
     // grant wakes the loop to register: see the next test).
     lock(&registry.state).registered = true;
@@ -286,7 +286,7 @@ async fn a_grant_pokes_the_watchdog_only_when_its_deadline_comes_first() {
 /// grant's deadline.
 #[tokio::test(start_paused = true)]
 async fn a_grant_of_an_unregistered_client_pokes_the_watchdog() {
-    let registry = Registry::new();
+    let registry = Registry::default();
     let tick = Instant::now() + Duration::from_secs(8);
     grant(&registry, &hold("a"), Lease::Fixed(Duration::from_secs(20)));
     assert!(
@@ -332,7 +332,7 @@ struct StalledLoop {
 
 impl StalledLoop {
     fn start() -> StalledLoop {
-        let registry = Arc::new(Registry::new());
+        let registry = Arc::new(Registry::default());
         let shutdown = CancellationToken::new();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
@@ -480,7 +480,7 @@ async fn the_loop_renews_in_batches_and_loses_the_holds_redis_no_longer_has() {
         .expect("reset");
 
     let watchdog = Duration::from_secs(3);
-    let registry = Arc::new(Registry::new());
+    let registry = Arc::new(Registry::default());
     let grant = |name: &str, lease: Lease| {
         let key = hold(name);
         registry.acquired(

@@ -69,7 +69,7 @@ impl WriteGuard {
             .owner_id()
             .strip_suffix(":write")
             .unwrap_or(self.owner_id());
-        let claim = Claim::with_owner(&self.rw_lock().read(), owner);
+        let claim = Claim::with_owner(&self.rw_lock().read(), owner, false);
         let read = loop {
             match crate::task::detached_try(Box::pin(read_attempt(claim.clone(), Lease::Watchdog)))
                 .await?

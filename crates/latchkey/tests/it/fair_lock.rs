@@ -1280,3 +1280,36 @@ async fn a_waiter_whose_answers_were_lost_leaves_the_queue_when_it_gives_up() {
     );
     held.unlock().await.unwrap();
 }
+
+/// A waiter whose first attempt queued it but whose connection was cut before the answer came
+/// (a restart, a reset) fails with a connection error and leaves the queue all the same.
+#[tokio::test]
+async fn a_waiter_cut_off_before_its_first_answer_leaves_the_queue() {
+    let server = RedisServer::spawn();
+    let proxy = latchkey_test_support::FaultProxy::start(&server.addr());
+    let holder = client(&server).await;
+    let cut = client(proxy.url().as_str()).await;
+    let held = holder.fair_lock("first-answer").lock().await.unwrap();
+    // Requests and answers each take 400 ms through the proxy: the attempt's script runs, and
+    // its answer is still in the proxy when the connection is cut.
+    proxy.set_delay(Duration::from_millis(400));
+    let lock = cut.fair_lock("first-answer");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(drop) });
+    let mut conn = server.conn().await;
+    let queued = eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move { !queue(&mut conn, "first-answer").await.is_empty() }
+    })
+    .await;
+    assert!(queued);
+    proxy.drop_connections();
+    let err = waiting.await.unwrap().unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert_eq!(queue(&mut conn, "first-answer").await.len(), 1);
+    // The leave goes out on a new connection (still slow, within the command timeout).
+    assert!(
+        queue_becomes(&server, "first-answer", &[]).await,
+        "the waiter left the queue its lost attempt had put it in"
+    );
+    held.unlock().await.unwrap();
+}
