@@ -97,10 +97,11 @@ pub enum Error {
     },
 
     /// Redis could not be reached (connection refused, reset or closed, TLS handshake failed, or
-    /// the sentinels know no primary during a failover), or cannot serve for now (`LOADING` its
-    /// data after a restart, a demoted primary's `READONLY`, `MASTERDOWN`, a cluster's
-    /// `TRYAGAIN` or `CLUSTERDOWN`, `BUSY` with a long script): nothing was run, and retrying
-    /// later may succeed. The message says what was being done; why it failed is the `source()`.
+    /// the sentinels know no primary during a failover), or answered that it cannot serve for
+    /// now (`LOADING` its data after a restart, a demoted primary's `READONLY`, `MASTERDOWN`, a
+    /// cluster's `TRYAGAIN` or `CLUSTERDOWN`, `BUSY` with a long script; nothing was written
+    /// then). Retrying later may succeed. A connection that broke after a command was sent may
+    /// have run it. The message says what was being done; why it failed is the `source()`.
     #[error("cannot reach redis ({context})")]
     Unreachable {
         /// What was being done.

@@ -687,11 +687,12 @@ impl RedLock {
 
     /// Notes what a request to node `i` found: a node that could not be reached is marked
     /// down (skipped by the next attempts, and probed in the background until it answers);
-    /// a node that answered is up.
+    /// a node that answered is up. A node that answers it cannot serve for now (`LOADING`,
+    /// `READONLY`) is left as it was: the probe's `PING` would find it up at once.
     fn note(&self, i: usize, outcome: std::result::Result<(), &Error>) {
         let node = &self.inner.nodes[i];
         match outcome {
-            Err(Error::Unreachable { .. }) => {
+            Err(Error::Unreachable { source, .. }) if source.code().is_none() => {
                 let mut health = lock(&node.health);
                 if !health.down {
                     tracing::warn!(node = i, lock = %self.inner.name, "redlock node unreachable; skipping it until a probe finds it up");
