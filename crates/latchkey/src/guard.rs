@@ -264,20 +264,17 @@ struct ClaimInner<H: Holds> {
     uncertain: AtomicBool,
     /// A guard was made: it releases the hold.
     granted: AtomicBool,
-    /// The owner id is new (not a downgrade's, which builds on a hold): a release is safe to
-    /// send again (see `Task::resend`), no later hold can have its field.
-    fresh: bool,
 }
 
 impl<H: Holds> Claim<H> {
     /// A new owner id of `held`'s client.
     pub(crate) fn new(held: &H) -> Claim<H> {
-        Claim::with_owner(held, &held.client().next_owner(), true)
+        Claim::with_owner(held, &held.client().next_owner())
     }
 
-    /// The owner id `owner`: new (`fresh`), or that of a hold this acquire builds on (a
-    /// downgrade's write hold).
-    pub(crate) fn with_owner(held: &H, owner: &str, fresh: bool) -> Claim<H> {
+    /// The owner id `owner` of a hold this acquire builds on (a downgrade's write hold, whose
+    /// only guard the downgrade consumes: no later hold takes this owner id).
+    pub(crate) fn with_owner(held: &H, owner: &str) -> Claim<H> {
         let owner: Arc<str> = Arc::from(owner);
         Claim(Arc::new(ClaimInner {
             field: held.field(&owner),
@@ -286,7 +283,6 @@ impl<H: Holds> Claim<H> {
             may_hold: AtomicBool::new(false),
             uncertain: AtomicBool::new(false),
             granted: AtomicBool::new(false),
-            fresh,
         }))
     }
 
@@ -309,8 +305,7 @@ impl<H: Holds> Claim<H> {
 impl<H: Holds> Drop for ClaimInner<H> {
     fn drop(&mut self) {
         if *self.may_hold.get_mut() && !*self.granted.get_mut() {
-            let mut task = self.held.release_task(&self.field);
-            task.resend = self.fresh;
+            let task = self.held.release_task(&self.field);
             let _ = self.held.client().inner.background.send(task);
         }
     }

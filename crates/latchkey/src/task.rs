@@ -137,8 +137,8 @@ pub(crate) struct Task {
     /// otherwise stand until its lease or deadline ran out, holding everybody else up. Every
     /// task only undoes what one owner id (permit id, delivery attempt) made, so a second
     /// sending finds nothing left to do — but for a count (a plain semaphore's release, a GCRA
-    /// refund), a client's place in a wait queue (the hub's leave, see `pubsub`) and a
-    /// downgrade's claim (`ClaimInner::fresh`): those clear it.
+    /// refund) and a client's place in a wait queue (the hub's leave, see `pubsub`): those clear
+    /// it.
     pub(crate) resend: bool,
 }
 

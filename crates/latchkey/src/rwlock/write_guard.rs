@@ -32,8 +32,8 @@ impl WriteGuard {
     /// `tokio::sync::RwLockWriteGuard::downgrade`): takes a read hold under this hold's owner
     /// id (the write hold lets it in at once), then releases the write hold, which lets the
     /// waiting readers join. Two script calls. The read hold has the watchdog's lease and this
-    /// hold's fencing token; the guards [re-entered](WriteGuard::reenter) from this one keep
-    /// the write hold until the last of them is released.
+    /// hold's fencing token. Only the last guard of a hold can downgrade it: while guards
+    /// [re-entered](WriteGuard::reenter) from it are alive they hold it for writing.
     ///
     /// # Cancel safety
     ///
@@ -44,7 +44,8 @@ impl WriteGuard {
     /// # Errors
     ///
     /// [`Error::NotOwner`](crate::Error::NotOwner) if the write hold was already gone (nothing
-    /// is granted then); connection errors. If releasing the write hold fails, the read hold is
+    /// is granted then); [`Error::InvalidArgument`](crate::Error::InvalidArgument), nothing
+    /// changed, while other guards share the hold (drop them first); connection errors. If releasing the write hold fails, the read hold is
     /// returned anyway, and the write hold ends with its lease (or the watchdog finds it
     /// released).
     ///
@@ -64,12 +65,15 @@ impl WriteGuard {
     pub async fn downgrade(self) -> Result<ReadGuard> {
         if self.is_lost() {
             return Err(crate::Error::not_owner(self.rw_lock().name()));
+        } else if self.core.guards() > 1 {
+            let reason = "re-entered guards still hold it for writing; drop them first";
+            return Err(crate::Error::invalid("downgrade", reason));
         }
         let owner = self
             .owner_id()
             .strip_suffix(":write")
             .unwrap_or(self.owner_id());
-        let claim = Claim::with_owner(&self.rw_lock().read(), owner, false);
+        let claim = Claim::with_owner(&self.rw_lock().read(), owner);
         let read = loop {
             match crate::task::detached_try(Box::pin(read_attempt(claim.clone(), Lease::Watchdog)))
                 .await?

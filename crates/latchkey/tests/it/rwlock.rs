@@ -932,3 +932,26 @@ fn handles_and_guards_are_send_and_sync() {
     check::<latchkey_redis::ReadGuard>();
     check::<latchkey_redis::WriteGuard>();
 }
+
+/// Only the last guard of a write hold downgrades it: while a re-entered guard holds it for
+/// writing, a downgrade is refused and changes nothing (two downgrades of one hold gave two
+/// read guards for one read hold in Redis, and the first one's release freed both).
+#[tokio::test]
+async fn a_downgrade_while_re_entered_guards_hold_the_write_is_refused() {
+    let server = RedisServer::spawn();
+    let client = client(&server).await;
+    let rw = client.rw_lock("shared-downgrade");
+    let write = rw.write().lock().await.unwrap();
+    let again = write.reenter();
+    let err = write.downgrade().await.unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    // Still held for writing, by the re-entered guard: no reader gets in.
+    assert!(rw.write().is_locked().await.unwrap());
+    assert!(rw.read().try_lock(Duration::ZERO).await.unwrap().is_none());
+    // The hold's last guard downgrades it; readers join.
+    let read = again.downgrade().await.unwrap();
+    let other = rw.read().try_lock(Duration::ZERO).await.unwrap().unwrap();
+    other.unlock().await.unwrap();
+    read.unlock().await.unwrap();
+    assert!(!rw.is_locked().await.unwrap());
+}
