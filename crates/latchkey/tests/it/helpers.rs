@@ -133,7 +133,11 @@ where
     retry_while(|e| e.is_connection() || e.is_redis(), op).await
 }
 
-async fn retry_while<T, F, Fut>(transient: impl Fn(&latchkey_redis::Error) -> bool, mut op: F) -> T
+/// [`retry`] while `transient` says the error is one to wait out.
+pub async fn retry_while<T, F, Fut>(
+    transient: impl Fn(&latchkey_redis::Error) -> bool,
+    mut op: F,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = latchkey_redis::Result<T>>,
