@@ -1309,3 +1309,56 @@ async fn a_release_that_cannot_reach_redis_is_sent_again_once_it_can() {
         );
     }
 }
+
+/// A release that a busy server refuses (`BUSY`: a long script holds it) is sent again once the
+/// server serves: the lock is free when the script ends, not when the lease runs out (30 s).
+#[tokio::test]
+async fn a_release_refused_by_a_busy_server_is_sent_again() {
+    let server = RedisServer::spawn();
+    let mut admin = server.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("100")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let holder = long_lease_client(&server).await;
+    let other = client(&server).await;
+    let guard = holder.lock("busy").lock().await.unwrap();
+    // A script that keeps the server to itself for 1.5 s, on a connection of its own.
+    let mut busy = server.conn().await;
+    let script = tokio::spawn(async move {
+        redis::cmd("EVAL")
+            .arg(
+                "local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
+                 repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 1500000 \
+                 return 1",
+            )
+            .arg(0)
+            .query_async::<i64>(&mut busy)
+            .await
+    });
+    // Once the server answers BUSY, the guard goes: its release is refused.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let mut admin = admin.clone();
+            async move {
+                let reply = redis::cmd("PING").query_async::<String>(&mut admin).await;
+                reply.is_err_and(|e| e.code() == Some("BUSY"))
+            }
+        })
+        .await
+    );
+    drop(guard);
+    assert_eq!(script.await.unwrap().unwrap(), 1);
+    let lock = other.lock("busy");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lock = lock.clone();
+            async move { matches!(lock.is_locked().await, Ok(false)) }
+        })
+        .await,
+        "the release was sent again once the script had ended"
+    );
+}
